@@ -1,0 +1,238 @@
+"""WARC/1.1 output: record building (warcio) and a thread-safe, rotating, crash-safe file writer.
+
+Records are built with warcio's ``RecordBuilder`` (``warc_version='1.1'``; warcio writes 1.0
+unless told). HTTP heads are written back byte for byte as captured -- warcio would otherwise
+re-serialise parsed headers -- so block and payload digests are over exactly what the server
+sent. The payload digest follows warcio / Heritrix: SHA-1 (base32) of the stored entity bytes
+after the HTTP head, still content-encoded and, for chunked responses, transfer-framed; this is
+what ``warcio check`` verifies.
+
+Per fetch: ``response`` (or ``revisit``), then ``request`` with ``WARC-Concurrent-To`` the
+response, then a ``metadata`` record (``WARC-Concurrent-To`` the response) with timing and the
+redirect chain. ``revisit`` records: profile ``server-not-modified`` for a 304 and
+``identical-payload-digest`` when the payload equals the previous capture's. A fetch whose
+content type is filtered out is stored with its head only (``WARC-Truncated: unspecified``):
+every exchange is in the WARC, as DESIGN.md asks, without keeping bodies nobody parses.
+
+Files: each record is its own gzip member (so any record can be read from its offset); a file
+starts with a ``warcinfo`` record and is written as ``<prefix>-<seq>.warc.gz.open``, fsynced and
+renamed to ``<prefix>-<seq>.warc.gz`` when closed (rename is atomic, so a crash leaves only
+``.open`` files). A new file begins before a write group would take a non-empty file past
+``max_bytes``; the records of one fetch are never split across files. Records are serialised
+and compressed in the worker threads; only the append (and offset computation from the file
+position) happens under the lock.
+
+gzip level, measured on 600 simweb pages (benchmark pages of ~10 KB HTML, 2 cores, one thread
+compressing; "size" is the WARC size relative to level 6):
+
+    level 1:  ~0.09 ms/page, size 1.32x  (the generated pages compress 4.3x at level 1)
+    level 6:  ~0.20 ms/page, size 1.00x  (5.7x)
+    level 9:  ~0.42 ms/page, size 0.99x  (5.8x)
+
+Level 6 costs ~0.1 ms more per page than level 1 and saves ~25 % of storage; level 9 doubles
+the CPU again for ~1 %. At the politeness-bound rates a fetch task runs at (hundreds of pages
+per second at most) compression is far from the bottleneck, so 6 is the default.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from io import BytesIO
+
+from warcio.recordloader import ArcWarcRecord
+from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
+from warcio.warcwriter import WARCWriter
+
+PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
+PROFILE_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+WARC_VERSION = "WARC/1.1"
+
+_builder = WARCWriter(BytesIO(), gzip=False, warc_version=WARC_VERSION)
+
+
+class _RawHead(StatusAndHeaders):
+    """HTTP head that warcio writes back exactly as captured instead of re-serialising it."""
+
+    def __init__(self, raw: bytes) -> None:
+        try:
+            parsed = StatusAndHeadersParser([], verify=False).parse(BytesIO(raw))
+            super().__init__(parsed.statusline, parsed.headers, protocol=parsed.protocol)
+        except (EOFError, ValueError):
+            super().__init__("", [], protocol="")
+        self.headers_buff = raw
+
+    def compute_headers_buffer(self, header_filter=None) -> None:  # noqa: ARG002
+        """Keep the captured bytes."""
+
+
+def warc_date(dt: datetime) -> str:
+    """WARC 1.1 date: UTC, ISO 8601, microseconds when present."""
+    return dt.astimezone(UTC).replace(tzinfo=None).isoformat() + "Z"
+
+
+def new_record_id() -> str:
+    """A fresh ``<urn:uuid:...>`` record id."""
+    return StatusAndHeadersParser.make_warc_id()
+
+
+def _headers(uri: str, date: datetime, record_id: str, extra: dict[str, str | None]) -> dict:
+    h: dict[str, str] = {"WARC-Record-ID": record_id, "WARC-Date": warc_date(date)}
+    h.update({k: v for k, v in extra.items() if v})
+    return h
+
+
+def response_record(uri: str, date: datetime, ip: str, head: bytes, body: bytes, *,
+                    record_id: str, truncated: str | None = None) -> ArcWarcRecord:
+    """A ``response`` record of the captured head and (possibly truncated) body."""
+    extra = {"WARC-IP-Address": ip, "WARC-Truncated": truncated}
+    return _builder.create_warc_record(
+        uri, "response", payload=BytesIO(body), length=len(body), http_headers=_RawHead(head),
+        warc_headers_dict=_headers(uri, date, record_id, extra))
+
+
+def request_record(uri: str, date: datetime, ip: str, raw_request: bytes, *,
+                   concurrent_to: str) -> ArcWarcRecord:
+    """The ``request`` record of the bytes sent, linked to its response."""
+    head, sep, body = raw_request.partition(b"\r\n\r\n")
+    extra = {"WARC-IP-Address": ip, "WARC-Concurrent-To": concurrent_to}
+    return _builder.create_warc_record(
+        uri, "request", payload=BytesIO(body), length=len(body),
+        http_headers=_RawHead(head + sep),
+        warc_headers_dict=_headers(uri, date, new_record_id(), extra))
+
+
+def revisit_record(uri: str, date: datetime, ip: str, head: bytes, *, record_id: str,
+                   profile: str, payload_digest: str | None, refers_to_uri: str | None,
+                   refers_to_date: str | None) -> ArcWarcRecord:
+    """A ``revisit`` record: the response head only, pointing at the earlier capture."""
+    extra = {
+        "WARC-IP-Address": ip,
+        "WARC-Profile": profile,
+        "WARC-Payload-Digest": payload_digest,
+        "WARC-Refers-To-Target-URI": refers_to_uri,
+        "WARC-Refers-To-Date": _as_warc_date(refers_to_date),
+    }
+    return _builder.create_warc_record(
+        uri, "revisit", http_headers=_RawHead(head),
+        warc_headers_dict=_headers(uri, date, record_id, extra))
+
+
+def metadata_record(uri: str, date: datetime, fields: Iterable[tuple[str, str]], *,
+                    concurrent_to: str) -> ArcWarcRecord:
+    """A ``metadata`` record (``application/warc-fields``) about a fetch."""
+    body = "".join(f"{k}: {_one_line(v)}\r\n" for k, v in fields).encode("utf-8")
+    return _builder.create_warc_record(
+        uri, "metadata", payload=BytesIO(body), length=len(body),
+        warc_content_type="application/warc-fields",
+        warc_headers_dict=_headers(uri, date, new_record_id(),
+                                   {"WARC-Concurrent-To": concurrent_to}))
+
+
+def _one_line(value: str) -> str:
+    return " ".join(str(value).split())
+
+
+def _as_warc_date(value: str | None) -> str | None:
+    if not value:
+        return None
+    try:
+        dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return str(value)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return warc_date(dt)
+
+
+def serialize(record: ArcWarcRecord, level: int) -> bytes:
+    """One record as one gzip member."""
+    buf = BytesIO()
+    WARCWriter(buf, gzip=False, warc_version=WARC_VERSION).write_record(record)
+    comp = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    return comp.compress(buf.getvalue()) + comp.flush()
+
+
+def payload_digest(record: ArcWarcRecord) -> str | None:
+    """The ``WARC-Payload-Digest`` warcio computed for a built record."""
+    return record.rec_headers.get_header("WARC-Payload-Digest")
+
+
+@dataclass(frozen=True)
+class RecordLocation:
+    """Where a record landed: final file path, offset and length of its gzip member."""
+
+    path: str
+    offset: int
+    length: int
+
+
+class WarcWriter:
+    """Appends groups of records to rotating WARC files; safe to share between threads."""
+
+    def __init__(self, directory: str, prefix: str, *, max_bytes: int, gzip_level: int,
+                 info: dict[str, str]) -> None:
+        self.directory = directory
+        self.prefix = prefix
+        self.max_bytes = max_bytes
+        self.gzip_level = gzip_level
+        self.info = info
+        self._lock = threading.Lock()
+        self._fh = None
+        self._path: str | None = None
+        self._size = 0
+        self._seq = 0
+        self._closed: list[str] = []
+
+    def write(self, records: list[ArcWarcRecord]) -> list[RecordLocation]:
+        """Write ``records`` contiguously into one file; returns each record's location."""
+        members = [serialize(r, self.gzip_level) for r in records]
+        total = sum(len(m) for m in members)
+        with self._lock:
+            if self._fh is not None and self._size + total > self.max_bytes:
+                self._close_current()
+            if self._fh is None:
+                self._open()
+            assert self._fh is not None and self._path is not None
+            locations = []
+            offset = self._fh.tell()
+            for m in members:
+                locations.append(RecordLocation(self._path, offset, len(m)))
+                offset += len(m)
+            self._fh.write(b"".join(members))
+            self._size = offset
+            return locations
+
+    def close(self) -> list[str]:
+        """Close the open file; returns every closed file's final path, in order."""
+        with self._lock:
+            self._close_current()
+            return list(self._closed)
+
+    def _open(self) -> None:
+        os.makedirs(self.directory, exist_ok=True)
+        name = f"{self.prefix}-{self._seq:05d}.warc.gz"
+        self._seq += 1
+        self._path = os.path.join(self.directory, name)
+        self._fh = open(self._path + ".open", "wb")  # noqa: SIM115 - closed in _close_current
+        info = _builder.create_warcinfo_record(name, self.info)
+        data = serialize(info, self.gzip_level)
+        self._fh.write(data)
+        self._size = len(data)
+
+    def _close_current(self) -> None:
+        if self._fh is None:
+            return
+        assert self._path is not None
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        os.replace(self._path + ".open", self._path)
+        self._closed.append(self._path)
+        self._fh = None
+        self._path = None
+        self._size = 0

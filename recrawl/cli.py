@@ -1,0 +1,173 @@
+"""`crawler`: one entry point with a verb per crawl step.
+
+A person, a test and an Airflow task all call the same verbs. Problems a user can fix (bad
+configuration, a missing JVM or jars, bad input, a table written by another version) end in one
+line on stderr naming the problem and what to do, and exit code 2 — never a stack trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+
+from recrawl.config import Config, ConfigError, load_config
+
+STEP_VERBS = ("generate", "fetch", "parse", "dedup", "updatedb", "schedule")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="crawler", description="Nutch-style recrawl on Spark + Delta")
+    p.add_argument("--config", help="TOML file overriding recrawl/defaults.toml")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        help="override one configuration key (repeatable)",
+    )
+    sub = p.add_subparsers(dest="verb", required=True)
+    sub.add_parser("init", help="create the crawl database and every contract table (idempotent)")
+    inj = sub.add_parser("inject", help="normalize seed URLs and merge them into crawldb")
+    inj.add_argument("seeds", help="file with one URL per line (# comments and blanks allowed)")
+    inj.add_argument("--date", help="logical date (default: today, UTC)")
+    for verb in STEP_VERBS:
+        sp = sub.add_parser(verb, help=f"run the {verb} step of one round")
+        _round_args(sp)
+    rnd = sub.add_parser("round", help="run generate, fetch, parse, dedup, updatedb, schedule")
+    _round_args(rnd)
+    pr = sub.add_parser("pagerank", help="compute PageRank over the link graph into scores")
+    pr.add_argument("--date", help="logical date (default: today, UTC)")
+    sql = sub.add_parser("sql", help="run Spark SQL over the crawl tables")
+    sql.add_argument("query")
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("--limit", type=int, default=100, help="rows to print (table format)")
+    sub.add_parser("status", help="tables, row counts and the last round")
+    return p
+
+
+def _round_args(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--date", required=True, help="the round's logical date (ISO)")
+    sp.add_argument("--round", dest="round_id", help="round id (default: derived from --date)")
+
+
+def _config(args: argparse.Namespace) -> Config:
+    cfg = load_config(args.config)
+    if args.set:
+        overrides = {}
+        for item in args.set:
+            if "=" not in item:
+                raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE")
+            key, raw = item.split("=", 1)
+            from recrawl.config import _parse_env_value
+
+            overrides[key.strip()] = _parse_env_value(raw.strip())
+        cfg = cfg.with_overrides(overrides, "--set")
+    return cfg
+
+
+def _logical(value: str | None) -> dt.datetime:
+    from recrawl.rounds import parse_date
+
+    if value:
+        return parse_date(value)
+    today = dt.datetime.now(dt.UTC).date()
+    return dt.datetime(today.year, today.month, today.day, tzinfo=dt.UTC)
+
+
+def _print_counts(title: str, counts: dict) -> None:
+    parts = ", ".join(f"{k}={v}" for k, v in counts.items())
+    print(f"{title}: {parts}" if parts else title)
+
+
+def run_step(spark, cfg: Config, verb: str, round_id: str, logical: dt.datetime) -> dict:
+    """Run one round step through its Spark job module and record its counts."""
+    from recrawl.rounds import record_step
+
+    module = importlib.import_module(f"spark_jobs.{verb}")
+    counts = module.run(spark, cfg, round_id, logical)
+    record_step(spark, cfg, round_id, logical, verb, counts)
+    return counts
+
+
+def _cmd(args: argparse.Namespace) -> int:
+    cfg = _config(args)
+    from recrawl.spark import get_spark
+
+    if args.verb == "init":
+        from recrawl.tables import init_tables
+
+        spark = get_spark(cfg)
+        created = init_tables(spark, cfg)
+        new = [n for n, c in created.items() if c]
+        print(f"crawl home: {cfg.home}")
+        print(f"tables created: {', '.join(new) if new else 'none (all existed)'}")
+        return 0
+    if args.verb == "sql":
+        from recrawl.sqlshell import run_sql
+
+        return run_sql(get_spark(cfg), cfg, args.query, args.format, args.limit)
+    if args.verb == "status":
+        from recrawl.sqlshell import print_status
+
+        return print_status(get_spark(cfg), cfg)
+    if args.verb == "inject":
+        from spark_jobs import inject
+
+        spark = get_spark(cfg)
+        counts = inject.run(spark, cfg, args.seeds, _logical(args.date))
+        _print_counts("inject", counts)
+        return 0
+    if args.verb == "pagerank":
+        from spark_jobs import pagerank
+
+        counts = pagerank.run(get_spark(cfg), cfg, _logical(args.date))
+        _print_counts("pagerank", counts)
+        return 0
+    # round steps
+    from recrawl.rounds import check_round_id, round_id_for
+
+    logical = _logical(args.date)
+    round_id = check_round_id(args.round_id or round_id_for(cfg, logical))
+    spark = get_spark(cfg)
+    verbs = STEP_VERBS if args.verb == "round" else (args.verb,)
+    for verb in verbs:
+        counts = run_step(spark, cfg, verb, round_id, logical)
+        _print_counts(f"{verb} {round_id}", counts)
+    return 0
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from recrawl.rounds import BadInput
+    from recrawl.spark import EnvironmentProblem
+    from recrawl.tables import SchemaMismatch
+
+    return (ConfigError, EnvironmentProblem, SchemaMismatch, BadInput, FileNotFoundError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _cmd(args)
+    except _user_errors() as exc:
+        print(f"crawler {args.verb}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"crawler {args.verb}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        # Spark's AnalysisException (bad SQL, missing table) is a user error too.
+        name = type(exc).__name__
+        if name in ("AnalysisException", "ParseException", "PySparkException"):
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else name
+            print(f"crawler {args.verb}: error: {first}", file=sys.stderr)
+            return 2
+        raise
+
+
+def dump_json(obj) -> str:
+    return json.dumps(obj, default=str, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

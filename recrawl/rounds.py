@@ -1,0 +1,79 @@
+"""Round identity and bookkeeping: the `rounds` table with per-step counts.
+
+A round is identified by its logical date (Airflow's data interval start); every step takes the
+round id and the date, and all scheduling arithmetic uses the logical date, never the wall clock,
+so backfills and tests can run days in minutes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+
+from recrawl.config import Config
+
+STEPS = ("generate", "fetch", "parse", "dedup", "updatedb", "schedule")
+
+
+class BadInput(ValueError):
+    """Invalid user input (date, round id, file); the message says what is wrong."""
+
+
+def parse_date(value: str) -> dt.datetime:
+    """An ISO date or datetime as an aware UTC datetime (naive values are taken as UTC)."""
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"--date {value!r} is not an ISO date (e.g. 2026-11-29)") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    return parsed.astimezone(dt.UTC)
+
+
+def round_id_for(cfg: Config, logical: dt.datetime) -> str:
+    return logical.strftime(cfg.get("crawl.round_id_format"))
+
+
+def check_round_id(round_id: str) -> str:
+    """Round ids end up in partition values and paths: keep them to a safe alphabet."""
+    if not round_id or not all(c.isalnum() or c in "-_" for c in round_id) or len(round_id) > 64:
+        raise BadInput(f"round id {round_id!r} must be 1-64 letters, digits, '-' or '_'")
+    return round_id
+
+
+def record_step(
+    spark, cfg: Config, round_id: str, logical: dt.datetime, step: str, counts: Mapping[str, int]
+) -> None:
+    """Merge one step's counts into the round's row (re-running a step replaces its counts)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import Row
+
+    from recrawl.schemas import ROUNDS
+
+    path = cfg.table_path("rounds")
+    now = dt.datetime.now(dt.UTC)
+    existing = (
+        spark.read.format("delta").load(path).where(f"round_id = '{round_id}'").collect()
+    )
+    prev = existing[0] if existing else None
+    merged = {k: v for k, v in (prev["counts"] or {}).items() if not k.startswith(step + ".")} \
+        if prev else {}
+    merged.update({f"{step}.{k}": int(v) for k, v in counts.items()})
+    steps = [s for s in (prev["steps_done"] or []) if s != step] if prev else []
+    steps.append(step)
+    row = Row(
+        round_id=round_id,
+        logical_date=logical.date(),
+        started_at=prev["started_at"] if prev and prev["started_at"] else now,
+        finished_at=now if step in ("updatedb", "schedule") else (prev["finished_at"] if prev else None),
+        counts=merged,
+        steps_done=steps,
+    )
+    df = spark.createDataFrame([row], ROUNDS)
+    (
+        DeltaTable.forPath(spark, path).alias("t")
+        .merge(df.alias("s"), "t.round_id = s.round_id")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )

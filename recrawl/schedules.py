@@ -1,0 +1,511 @@
+"""Revisit policies: when to fetch a URL again (Nutch's FetchSchedule, chosen by config).
+
+The schedule job (DESIGN.md step 7) builds a PageState per fetched URL and asks the policy
+named by `schedule.policy` for the next interval; `next_fetch_time = fetch time + interval`.
+All intervals are in days, the unit of change rates (changes/day); crawldb stores seconds
+(`fetch_interval_s = round(days * SECONDS_PER_DAY)`).
+
+Policies:
+  fixed     - one interval for every page (Nutch DefaultFetchSchedule).
+  adaptive  - Nutch AdaptiveFetchSchedule: shrink the interval after a change, grow it after
+              none. Needs no estimates, but ignores the fetch budget and importance.
+  optimal   - Cho & Garcia-Molina's freshness-optimal allocation of a fixed daily budget
+              over pages with Poisson change rates and importance weights.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Protocol
+
+import numpy as np  # a dependency of simhash, hence always installed
+
+SECONDS_PER_DAY = 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class PageState:
+    """What a policy may look at for one URL after a fetch."""
+
+    interval_days: float | None = None  # current interval (crawldb.fetch_interval_s / 86400)
+    changed: bool | None = None  # did this fetch see a meaningful change? None = unknown
+    change_rate: float | None = None  # estimated changes/day (recrawl.changerate)
+    score: float | None = None  # importance: PageRank (GraphFrames: mean 1 over the graph)
+    fetch_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleContext:
+    """Round-level inputs computed once on the driver and shared by every page."""
+
+    mu: float | None = None  # Lagrange multiplier of the optimal policy (see solve_multiplier)
+
+
+class FetchSchedule(Protocol):
+    """A revisit policy: the next interval, in days, for a page just fetched."""
+
+    name: ClassVar[str]
+
+    def next_interval(self, page: PageState, ctx: ScheduleContext | None = None) -> float:
+        """Days until the page should be fetched again."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """Interval bounds shared by all policies (config schedule.*_interval_days)."""
+
+    default_interval_days: float = 1.0
+    min_interval_days: float = 0.25
+    max_interval_days: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_interval_days <= self.max_interval_days:
+            raise ValueError(
+                "need 0 < min_interval_days <= max_interval_days, got "
+                f"{self.min_interval_days}, {self.max_interval_days}"
+            )
+        if self.default_interval_days <= 0:
+            raise ValueError("default_interval_days must be > 0")
+
+    def clamp(self, days: float) -> float:
+        """Interval limited to [min_interval_days, max_interval_days]."""
+        return min(self.max_interval_days, max(self.min_interval_days, days))
+
+
+@dataclass(frozen=True)
+class FixedSchedule(_Bounds):
+    """Same interval for every page (Nutch DefaultFetchSchedule)."""
+
+    name: ClassVar[str] = "fixed"
+    interval_days: float | None = None  # None: default_interval_days
+
+    def next_interval(self, page: PageState, ctx: ScheduleContext | None = None) -> float:
+        """The fixed interval, within bounds."""
+        days = self.interval_days if self.interval_days is not None else self.default_interval_days
+        return self.clamp(days)
+
+
+@dataclass(frozen=True)
+class AdaptiveSchedule(_Bounds):
+    """Nutch AdaptiveFetchSchedule: interval *= (1 - dec_rate) on change, (1 + inc_rate) if not.
+
+    Defaults are nutch-default.xml's (inc 0.4, dec 0.2); Nutch warns that larger factors make
+    the interval oscillate. Nutch's optional sync_delta (pull the next fetch towards the
+    Last-Modified time) is left out: it needs a trustworthy Last-Modified, which dynamic
+    pages rarely send, and our change-rate estimate already uses the observed history.
+    An unknown outcome (first fetch, error) keeps the interval, as Nutch's STATUS_UNKNOWN.
+    """
+
+    name: ClassVar[str] = "adaptive"
+    inc_rate: float = 0.4
+    dec_rate: float = 0.2
+
+    def __post_init__(self) -> None:
+        _Bounds.__post_init__(self)
+        if self.inc_rate < 0 or not 0 <= self.dec_rate < 1:
+            raise ValueError("need inc_rate >= 0 and 0 <= dec_rate < 1")
+
+    def next_interval(self, page: PageState, ctx: ScheduleContext | None = None) -> float:
+        """Shrink or grow the current interval by the last outcome."""
+        days = page.interval_days or self.default_interval_days  # 0/None: NUTCH-1430
+        if page.changed is True:
+            days *= 1.0 - self.dec_rate
+        elif page.changed is False:
+            days *= 1.0 + self.inc_rate
+        return self.clamp(days)
+
+
+# --- freshness-optimal allocation -------------------------------------------------------------
+#
+# Cho & Garcia-Molina, "Synchronizing a database to improve freshness" (SIGMOD 2000) and
+# "Effective page refresh policies for Web crawlers" (ACM TODS 28(4), 2003). A page changing
+# as a Poisson process of rate lam and refreshed at regular intervals 1/f is fresh a fraction
+#     F(lam, f) = (f / lam) * (1 - exp(-lam / f))
+# of the time. Maximizing sum_i w_i F(lam_i, f_i) subject to sum_i f_i = B (fetches/day)
+# gives, by Lagrange, w_i dF/df_i = mu for every refreshed page, where with r = lam / f
+#     dF/df = h(r) / lam,   h(r) = 1 - (1 + r) exp(-r)   (h rises from 0 to 1).
+# So f_i = lam_i / h^-1(mu lam_i / w_i) while mu lam_i / w_i < 1, and f_i = 0 otherwise: a page
+# that changes too often for its weight is not worth refreshing at all - the counter-intuitive
+# result of the paper (uniform allocation beats proportional; the optimum starves the fastest
+# pages). The interval bounds are box constraints f in [1/max_interval, 1/min_interval]; the
+# objective is concave, so the KKT solution is the clipped f_i(mu), and an outer bisection
+# on mu makes sum_i count_i f_i equal the budget.
+
+
+def _h(r: float) -> float:
+    """1 - (1 + r) e^-r without cancellation for small r."""
+    if r < 1e-4:
+        return r * r * (0.5 - r / 3.0)
+    return -math.expm1(-r) - r * math.exp(-r)
+
+
+def h_inverse(y: float) -> float:
+    """r > 0 with h(r) = y, for 0 <= y < 1 (Newton on log r inside a bisection bracket)."""
+    if y <= 0.0:
+        return 0.0
+    if y >= 1.0:
+        return math.inf
+    # h(r) <= r^2/2 gives r >= sqrt(2y); (1 + r) e^-r <= 1.22 e^(-r/2) gives the upper bound.
+    lo = math.sqrt(2.0 * y)
+    hi = max(lo, 0.4 - 2.0 * math.log1p(-y))
+    if y < 1e-12:
+        return lo  # h(r) = r^2/2 (1 - 2r/3 + ...): relative error below 1e-6
+    slo, shi = math.log(lo), math.log(hi)
+    s = slo
+    for _ in range(100):
+        r = math.exp(s)
+        phi = _h(r) - y
+        if phi < 0:
+            slo = s
+        else:
+            shi = s
+        slope = r * r * math.exp(-r)  # d h / d log r
+        ns = s - phi / slope if slope > 0 else 0.5 * (slo + shi)
+        if not slo < ns < shi:
+            ns = 0.5 * (slo + shi)
+        if abs(ns - s) < 1e-13 or shi - slo < 1e-13:
+            return math.exp(ns)
+        s = ns
+    return math.exp(s)
+
+
+def freshness(rate: float, freq: float) -> float:
+    """Expected time-averaged freshness F of a Poisson(rate) page refreshed `freq` times/day."""
+    if freq <= 0:
+        return 0.0 if rate > 0 else 1.0
+    if rate <= 0:
+        return 1.0
+    r = rate / freq
+    return -math.expm1(-r) / r
+
+
+def optimal_frequency(rate: float, weight: float, mu: float) -> float:
+    """Unclipped optimal refresh frequency (per day) of one page for multiplier `mu`."""
+    if rate <= 0 or weight <= 0:
+        return 0.0  # never changes (or worthless): any fetch beyond the minimum is wasted
+    if mu <= 0:
+        return math.inf
+    y = mu * rate / weight
+    if y >= 1.0:
+        return 0.0
+    return rate / h_inverse(y)
+
+
+def _h_vec(r: np.ndarray) -> np.ndarray:
+    """Elementwise `_h`."""
+    small = r < 1e-4
+    return np.where(small, r * r * (0.5 - r / 3.0), -np.expm1(-r) - r * np.exp(-r))
+
+
+class _HInverseTable:
+    """Vectorized h^-1: linear interpolation of log r on a uniform logit(y) grid.
+
+    A uniform grid turns the lookup into index arithmetic (no binary search), which keeps
+    one evaluation over 100k pages at a few milliseconds; accuracy is ~1e-6 relative, and
+    `polish` Newton steps take it to machine precision for the final answer.
+    """
+
+    LO, HI, N = -40.0, 37.0, 8001  # logit(y) range: y from 4e-18 up to 1 - 1e-16
+
+    def __init__(self) -> None:
+        lg = np.linspace(self.LO, self.HI, self.N)
+        y = 1.0 / (1.0 + np.exp(-lg))
+        # invert on a dense log-r grid, then polish each point with Newton steps
+        s_dense = np.linspace(math.log(1e-10), math.log(38.0), 20000)
+        r_dense = np.exp(s_dense)
+        y_dense = _h_vec(r_dense)
+        logit_dense = np.log(y_dense) - np.log1p(-y_dense)
+        r = np.exp(np.interp(lg, logit_dense, s_dense))
+        for _ in range(4):
+            r = self._newton(r, y)
+        self.step = (self.HI - self.LO) / (self.N - 1)
+        self.s = np.log(r)
+
+    @staticmethod
+    def _newton(r: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """One Newton step of h(r) = y, kept above the bound r >= sqrt(2y)."""
+        slope = r * np.exp(-r)
+        ok = slope > 1e-300
+        r = np.where(ok, r - (_h_vec(r) - y) / np.where(ok, slope, 1.0), r)
+        return np.maximum(r, np.sqrt(2.0 * y))
+
+    def __call__(self, y: np.ndarray, polish: int = 0) -> np.ndarray:
+        """r with h(r) = y for 0 < y < 1, elementwise."""
+        y = np.clip(y, 1e-300, 1.0 - 1e-16)
+        t = (np.log(y) - np.log1p(-y) - self.LO) / self.step
+        i = np.clip(np.floor(t), 0, self.N - 2).astype(np.intp)
+        frac = t - i
+        s0 = self.s[i]
+        r = np.exp(s0 + frac * (self.s[i + 1] - s0))
+        tiny = t < 0  # below the grid h(r) = r^2/2 to 1e-6
+        if tiny.any():
+            r[tiny] = np.sqrt(2.0 * y[tiny])
+        for _ in range(polish):
+            r = self._newton(r, y)
+        return r
+
+
+_HINV: _HInverseTable | None = None
+
+
+def _hinv_vec(y: np.ndarray, polish: int = 0) -> np.ndarray:
+    """Lazily built module-wide h^-1 table."""
+    global _HINV
+    if _HINV is None:
+        _HINV = _HInverseTable()
+    return _HINV(y, polish)
+
+
+def _find_root_log(
+    fn: Callable[[float], float], lo: float, hi: float, abs_tol: float, rel_tol: float = 1e-12
+) -> float:
+    """Root of a decreasing fn on [lo, hi] (fn(lo) >= 0 >= fn(hi)), searched in log space.
+
+    Illinois regula falsi (a secant step that halves a stale end's weight): a handful of
+    evaluations where bisection needs ~40, with bisection's guarantee kept by the bracket.
+    """
+    a, b = math.log(lo), math.log(hi)
+    fa, fb = fn(lo), fn(hi)
+    if fa <= 0:
+        return lo
+    if fb >= 0:
+        return hi
+    side = 0
+    for _ in range(200):
+        x = (a * fb - b * fa) / (fb - fa) if fb != fa else 0.5 * (a + b)
+        if not a < x < b:
+            x = 0.5 * (a + b)
+        fx = fn(math.exp(x))
+        if fx > 0:
+            a, fa = x, fx
+            if side == 1:
+                fb /= 2.0
+            side = 1
+        else:
+            b, fb = x, fx
+            if side == -1:
+                fa /= 2.0
+            side = -1
+        if abs(fx) <= abs_tol or b - a < rel_tol:
+            return math.exp(x)
+    return math.exp(0.5 * (a + b))
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Result of one budget allocation: the multiplier and per-item frequencies (per day)."""
+
+    mu: float
+    freqs: np.ndarray  # clipped to [1/max_interval, 1/min_interval]
+    used_budget: float  # sum of count * freq
+
+
+@dataclass(frozen=True)
+class ChangeRateOptimalSchedule(_Bounds):
+    """Freshness-optimal revisit frequencies for a daily fetch budget (Cho & Garcia-Molina).
+
+    Batch use (the driver): `allocate` / `allocate_buckets` return intervals directly;
+    `solve_multiplier` returns mu only. Per-URL use (a Spark UDF): pass that mu in a
+    ScheduleContext (or construct with `mu=`) and call `next_interval` - every page then gets
+    the same interval the batch solve would have given it. The scalable path is to solve mu
+    on a few thousand (rate, weight) buckets (`rate_weight_bucket`) on the driver, broadcast
+    it, and compute intervals per URL.
+
+    Weights are PageRank scores; a page without one counts as an average page (`default_weight`
+    1.0, GraphFrames' mean PageRank), and tiny scores are floored so that no page has zero
+    value. A page without a rate estimate gets `default_rate` (the change-rate prior mean).
+    """
+
+    name: ClassVar[str] = "optimal"
+    daily_budget: float | None = None
+    mu: float | None = None
+    default_rate: float = 0.1
+    default_weight: float = 1.0
+    weight_floor: float = 1e-6
+
+    # -- per page --
+
+    def _rate(self, rate: float | None) -> float:
+        return self.default_rate if rate is None or rate != rate else max(0.0, float(rate))
+
+    def _weight(self, w: float | None) -> float:
+        return self.default_weight if w is None or w != w else max(self.weight_floor, float(w))
+
+    def _clip_freq(self, f: float) -> float:
+        return min(1.0 / self.min_interval_days, max(1.0 / self.max_interval_days, f))
+
+    def next_interval(self, page: PageState, ctx: ScheduleContext | None = None) -> float:
+        """1 / optimal frequency at the round's mu, within the interval bounds."""
+        mu = ctx.mu if ctx is not None and ctx.mu is not None else self.mu
+        if mu is None:
+            raise ValueError(
+                "ChangeRateOptimalSchedule needs mu: solve it with solve_multiplier() / "
+                "allocate() for the round and pass ScheduleContext(mu=...)"
+            )
+        f = optimal_frequency(self._rate(page.change_rate), self._weight(page.score), mu)
+        return 1.0 / self._clip_freq(f)
+
+    # -- batch --
+
+    def solve(
+        self,
+        rates: Sequence[float] | np.ndarray,
+        weights: Sequence[float] | np.ndarray,
+        counts: Sequence[float] | np.ndarray | None = None,
+        budget_per_day: float | None = None,
+    ) -> Allocation:
+        """Clipped optimal frequencies with sum(count * freq) == budget (when feasible).
+
+        If even the maximum interval for every page exceeds the budget, every page gets the
+        maximum interval (the generator's top_n then picks among due pages); if the minimum
+        interval for every page fits within it, every changing page gets the minimum.
+        """
+        budget = self.daily_budget if budget_per_day is None else budget_per_day
+        if budget is None or budget <= 0:
+            raise ValueError("a positive budget (fetches/day) is required")
+        lam = np.array([self._rate(x) for x in rates], dtype=float)
+        w = np.array([self._weight(x) for x in weights], dtype=float)
+        c = np.ones_like(lam) if counts is None else np.asarray(counts, dtype=float)
+        if not (lam.shape == w.shape == c.shape):
+            raise ValueError("rates, weights and counts must have the same length")
+        fmin, fmax = 1.0 / self.max_interval_days, 1.0 / self.min_interval_days
+        if lam.size == 0:
+            return Allocation(0.0, lam, 0.0)
+        pos = lam > 0
+        lam_p, w_p = lam[pos], w[pos]
+
+        def freqs(mu: float, polish: int) -> np.ndarray:
+            f = np.full(lam.shape, fmin)
+            if mu <= 0:
+                f[pos] = fmax
+                return f
+            y = mu * lam_p / w_p
+            fp = np.zeros_like(lam_p)
+            live = y < 1.0
+            fp[live] = lam_p[live] / _hinv_vec(y[live], polish)
+            f[pos] = np.clip(fp, fmin, fmax)
+            return f
+
+        def used(mu: float, polish: int = 0) -> float:
+            return float(np.dot(c, freqs(mu, polish)))
+
+        # used(mu) falls from used(0) (all at fmax) to c.sum()*fmin once mu >= max(w/lam).
+        if lam_p.size == 0 or budget >= used(0.0):
+            f = freqs(0.0, 0)
+            return Allocation(0.0, f, float(np.dot(c, f)))
+        mu_hi = float(np.max(w_p / lam_p))
+        if budget <= float(c.sum()) * fmin:
+            f = freqs(mu_hi, 0)
+            return Allocation(math.inf, f, float(np.dot(c, f)))
+        # Lower end: mu small enough that every changing page sits at fmax,
+        # i.e. mu lam / w <= h(lam / fmax) for all of them.
+        r_max = lam_p / fmax
+        h_max = np.where(r_max < 1e-4, r_max * r_max * (0.5 - r_max / 3.0),
+                         -np.expm1(-r_max) - r_max * np.exp(-r_max))
+        mu_lo = max(float(np.min(h_max * w_p / lam_p)), 1e-300)
+        mu = _find_root_log(lambda m: used(m) - budget, mu_lo, mu_hi, abs_tol=budget * 1e-9)
+        f = freqs(mu, 2)
+        return Allocation(mu, f, float(np.dot(c, f)))
+
+    def solve_multiplier(
+        self, buckets: Iterable[tuple[Hashable, float, float, float]],
+        budget_per_day: float | None = None,
+    ) -> float:
+        """mu for (bucket_id, rate, weight, count) rows - broadcast it for `next_interval`."""
+        rows = list(buckets)
+        return self.solve([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+                          budget_per_day).mu
+
+    def allocate(
+        self, pages: Iterable[tuple[Hashable, float | None, float | None]],
+        budget_per_day: float | None = None,
+    ) -> dict[Hashable, float]:
+        """{key: interval_days} for (key, rate, weight) pages sharing `budget_per_day`."""
+        rows = list(pages)
+        a = self.solve([r[1] for r in rows], [r[2] for r in rows], None, budget_per_day)
+        return {r[0]: float(1.0 / f) for r, f in zip(rows, a.freqs, strict=True)}
+
+    def allocate_buckets(
+        self, buckets: Iterable[tuple[Hashable, float, float, float]],
+        budget_per_day: float | None = None,
+    ) -> dict[Hashable, float]:
+        """{bucket_id: interval_days} for (bucket_id, rate, weight, count) histogram rows.
+
+        The budget is shared by all pages: a bucket of `count` pages uses count * freq.
+        """
+        rows = list(buckets)
+        a = self.solve([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+                       budget_per_day)
+        return {r[0]: float(1.0 / f) for r, f in zip(rows, a.freqs, strict=True)}
+
+
+def rate_weight_bucket(rate: float | None, weight: float | None, per_decade: int = 8) -> int:
+    """Histogram bucket of a page: quantized log10(rate) x log10(weight), as one bigint.
+
+    8 steps per decade (factor 1.33) cost under 1 % of optimal freshness in our benchmark
+    runs and keep the histogram to a few thousand rows. Rate 0 (never changed) and missing
+    values get the lowest step. Decode with `bucket_center`.
+    """
+
+    def step(x: float | None) -> int:
+        if x is None or not x > 0:
+            return -4095
+        return max(-4095, min(4095, math.floor(math.log10(x) * per_decade)))
+
+    return (step(rate) + 4096) * 8192 + (step(weight) + 4096)
+
+
+def bucket_center(bucket: int, per_decade: int = 8) -> tuple[float, float]:
+    """Geometric centre (rate, weight) of a `rate_weight_bucket` (rate 0 for the lowest)."""
+    i_rate, i_w = divmod(bucket, 8192)
+    i_rate -= 4096
+    i_w -= 4096
+
+    def center(i: int) -> float:
+        return 0.0 if i <= -4095 else 10.0 ** ((i + 0.5) / per_decade)
+
+    return center(i_rate), center(i_w)
+
+
+# --- factory ------------------------------------------------------------------------------------
+
+SCHEDULES: dict[str, type] = {
+    "fixed": FixedSchedule,
+    "adaptive": AdaptiveSchedule,
+    "optimal": ChangeRateOptimalSchedule,
+}
+_ALIASES = {"default": "fixed", "change_rate": "optimal", "changerate": "optimal"}
+# Keys of the [schedule] config section that are not policy parameters; make_schedule
+# accepts them so that `make_schedule(cfg.policy, **cfg)` works for every policy.
+_SECTION_KEYS = frozenset({"policy", "trivial_change_distance", "daily_budget",
+                           "prior_mean", "prior_strength", "history_max"})
+
+
+def make_schedule(name: str, **params: Any) -> FetchSchedule:
+    """Build the policy called `name` (fixed | adaptive | optimal) from keyword parameters.
+
+    Parameters of the shared [schedule] config section that a policy does not use are
+    ignored; any other unknown parameter is an error naming the accepted ones.
+    """
+    key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+    cls = SCHEDULES.get(key)
+    if cls is None:
+        valid = ", ".join(sorted(SCHEDULES))
+        raise ValueError(f"unknown schedule policy {name!r}; valid: {valid}")
+    accepted = {f.name for f in fields(cls)}
+    unknown = set(params) - accepted - _SECTION_KEYS
+    if unknown:
+        raise ValueError(
+            f"schedule {key!r} got unknown parameter(s) {sorted(unknown)}; "
+            f"accepted: {sorted(accepted)}"
+        )
+    return cls(**{k: v for k, v in params.items() if k in accepted})
+
+
+def interval_seconds(days: float) -> int:
+    """Days -> crawldb.fetch_interval_s."""
+    return int(round(days * SECONDS_PER_DAY))
+

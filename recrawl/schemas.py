@@ -1,0 +1,215 @@
+"""The table contract: every Delta table's schema, declared once.
+
+Names and columns follow ../shared/DESIGN.md ("Table contract"). Columns may be added; renaming
+or removing one is a breaking change announced in docs/tables.md. Jobs build DataFrames with
+these schemas and `crawler init` creates the tables from them; a test checks that what Delta
+stores equals what is declared here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    DateType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+S, L, I, D, B, T = StringType(), LongType(), IntegerType(), DoubleType(), BooleanType(), TimestampType()
+
+
+def _schema(*fields: tuple[str, DataType] | tuple[str, DataType, bool]) -> StructType:
+    out = []
+    for f in fields:
+        name, dtype = f[0], f[1]
+        nullable = f[2] if len(f) > 2 else True
+        out.append(StructField(name, dtype, nullable))
+    return StructType(out)
+
+
+HISTORY = ArrayType(
+    StructType([StructField("interval_d", D, True), StructField("changed", B, True)]), True
+)
+
+CRAWLDB = _schema(
+    ("url", S, False),
+    ("host", S, False),
+    ("status", S, False),
+    ("depth", I),
+    ("discovered_at", T),
+    ("last_fetch_time", T),
+    ("next_fetch_time", T),
+    ("fetch_interval_s", L),
+    ("retries", I),
+    ("http_status", I),
+    ("etag", S),
+    ("last_modified", S),
+    ("content_hash", S),
+    ("simhash", L),
+    ("fetch_count", I),
+    ("change_count", I),
+    ("change_rate", D),
+    ("score", D),
+    ("redirect_to", S),
+    # additions beyond the contract
+    ("payload_digest", S),
+    ("generated_round", S),  # generation mark: set by generate, cleared by updatedb
+    ("last_round", S),  # last round whose updatedb touched this row (idempotency)
+    ("last_change_time", T),
+    ("change_history", HISTORY),
+    ("parse_failures", I),
+    ("inlink_score", D),
+)
+
+FETCH_LIST = _schema(
+    ("round_id", S, False),
+    ("url", S, False),
+    ("host", S, False),
+    ("partition", I, False),
+    ("priority", D),
+    ("etag", S),
+    ("last_modified", S),
+    ("depth", I),
+    ("payload_digest", S),
+    ("last_fetch_time", T),
+)
+
+FETCHES = _schema(
+    ("round_id", S, False),
+    ("url", S, False),
+    ("final_url", S),
+    ("fetch_time", T),
+    ("http_status", I),
+    ("fetch_status", S, False),
+    ("error", S),
+    ("content_type", S),
+    ("content_length", L),
+    ("payload_digest", S),
+    ("warc_file", S),
+    ("warc_offset", L),
+    ("warc_length", L),
+    ("etag", S),
+    ("last_modified", S),
+    ("duration_ms", L),
+    ("redirect_chain", ArrayType(S, True)),
+    ("truncated", B),
+    ("ip", S),
+)
+
+PAGES = _schema(
+    ("round_id", S, False),
+    ("url", S, False),
+    ("title", S),
+    ("lang", S),
+    ("text", S),
+    ("text_len", I),
+    ("content_hash", S),
+    ("simhash", L),
+    ("canonical_url", S),
+    ("warc_file", S),
+    ("warc_offset", L),
+    ("date", S),
+    ("payload_digest", S),
+    ("outlink_count", I),
+    ("parse_error", S),  # set when the parser failed; such rows carry no text
+)
+
+LINKS = _schema(
+    ("src_url", S, False),
+    ("dst_url", S, False),
+    ("anchor", S),
+    ("round_id", S, False),
+    ("kind", S),
+    ("src_host", S),
+    ("dst_host", S),
+)
+
+DUPLICATES = _schema(
+    ("round_id", S, False),
+    ("url", S, False),
+    ("canonical_url", S, False),
+    ("kind", S, False),
+    ("distance", I),
+)
+
+ROBOTS = _schema(
+    ("host", S, False),
+    ("fetched_at", T),
+    ("http_status", I),
+    ("crawl_delay", D),
+    ("sitemaps", ArrayType(S, True)),
+    ("rules", S),
+    ("expires_at", T),
+)
+
+HOSTS = _schema(
+    ("host", S, False),
+    ("ip", S),
+    ("backoff_until", T),
+    ("consecutive_failures", I),
+    ("pages_known", L),
+    ("trap", B),
+    ("trap_reason", S),
+    ("pages_fetched", L),
+    ("host_rank", D),
+    ("updated_at", T),
+)
+
+SCORES = _schema(
+    ("url", S, False),
+    ("pagerank", D),
+    ("computed_at", T),
+)
+
+ROUNDS = _schema(
+    ("round_id", S, False),
+    ("logical_date", DateType()),
+    ("started_at", T),
+    ("finished_at", T),
+    ("counts", MapType(S, L, True)),
+    ("steps_done", ArrayType(S, True)),
+)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    name: str
+    schema: StructType
+    partition_by: tuple[str, ...] = ()
+    comment: str = ""
+
+
+TABLES: dict[str, TableSpec] = {
+    t.name: t
+    for t in (
+        TableSpec("crawldb", CRAWLDB, (), "one row per known (normalized) URL"),
+        TableSpec("fetch_list", FETCH_LIST, ("round_id",), "URLs generated in a round"),
+        TableSpec("fetches", FETCHES, ("round_id",), "fetch attempt in a round"),
+        TableSpec("pages", PAGES, ("round_id",), "parsed page in a round"),
+        TableSpec("links", LINKS, ("round_id",), "latest outlinks of fetched pages"),
+        TableSpec("duplicates", DUPLICATES, ("round_id",), "URL found duplicate in a round"),
+        TableSpec("robots", ROBOTS, (), "robots.txt per host"),
+        TableSpec("hosts", HOSTS, (), "per-host state"),
+        TableSpec("scores", SCORES, (), "PageRank per URL"),
+        TableSpec("rounds", ROUNDS, (), "one row per round with per-step counts"),
+    )
+}
+
+FETCH_STATUSES = (
+    "fetched", "not_modified", "redirect", "gone", "robots_denied", "http_error", "timeout",
+    "dns_error", "connect_error", "too_large", "filtered_type", "retry_later", "skipped_budget",
+)
+CRAWLDB_STATUSES = (
+    "unfetched", "fetched", "gone", "redirect_temp", "redirect_perm", "robots_denied", "failed",
+    "duplicate", "trap",
+)

@@ -1,0 +1,109 @@
+"""The one Spark session factory every job uses.
+
+Local mode by default, any master by configuration, Delta's SQL extensions and catalog on, the
+Maven-fetched jars on `spark.jars`. Before the JVM starts we check Java and the jars ourselves so
+a missing install gives one line saying what to run, never a Py4J stack trace.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from recrawl.config import Config
+
+SETUP_HINT = "run `bash scripts/setup.sh` (it creates .venv and fetches the jars with Maven)"
+MIN_JAVA = 17
+
+
+class EnvironmentProblem(RuntimeError):
+    """Java or jars are missing or wrong; the message says what to do."""
+
+
+def _project_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def java_version(java: str | None = None) -> int:
+    """Major version of the `java` that Spark will start (JAVA_HOME first, then PATH)."""
+    if java is None:
+        home = os.environ.get("JAVA_HOME")
+        java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise EnvironmentProblem(
+            f"Java not found (JAVA_HOME={os.environ.get('JAVA_HOME')!r}); Spark needs Java "
+            f"{MIN_JAVA} or 21: install OpenJDK 17 (apt-get install openjdk-17-jdk-headless) "
+            "or set JAVA_HOME"
+        )
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot run {java}: {exc}; set JAVA_HOME to a JDK 17") from None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not m:
+        raise EnvironmentProblem(f"cannot read the version of {java}; set JAVA_HOME to a JDK 17")
+    major = int(m.group(1))
+    if major == 1 and m.group(2):  # "1.8.0" style
+        major = int(m.group(2))
+    return major
+
+
+def find_jars(cfg: Config) -> list[str]:
+    """The jar files for spark.jars; raises with a setup hint when Delta's are absent."""
+    jars_dir = Path(cfg.get("spark.jars_dir"))
+    if not jars_dir.is_absolute():
+        jars_dir = _project_root() / jars_dir
+    jars = sorted(glob.glob(str(jars_dir / "*.jar")))
+    if not any(Path(j).name.startswith("delta-spark_") for j in jars):
+        raise EnvironmentProblem(f"Delta Lake jars missing in {jars_dir}: {SETUP_HINT}")
+    return jars
+
+
+def check_environment(cfg: Config) -> list[str]:
+    """Validate Java and jars before starting a JVM; returns the jar list."""
+    major = java_version()
+    if major < MIN_JAVA:
+        raise EnvironmentProblem(
+            f"Java {major} found but Spark 4 needs Java {MIN_JAVA}+; set JAVA_HOME to a JDK 17"
+        )
+    return find_jars(cfg)
+
+
+def get_spark(cfg: Config, app_name: str | None = None):
+    """Create (or return the running) SparkSession configured for Delta."""
+    jars = check_environment(cfg)
+    from pyspark.sql import SparkSession  # heavy import kept out of module import time
+
+    builder = (
+        SparkSession.builder.master(cfg.get("spark.master"))
+        .appName(app_name or cfg.get("spark.app_name"))
+        .config("spark.jars", ",".join(jars))
+        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+        .config("spark.sql.shuffle.partitions", str(cfg.get("spark.shuffle_partitions")))
+        .config("spark.driver.memory", cfg.get("spark.driver_memory"))
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        # Small tables dominate a crawl's metadata: keep Delta's log replay cheap.
+        .config("spark.databricks.delta.snapshotPartitions", "2")
+        .config("spark.databricks.delta.schema.autoMerge.enabled", "false")
+        # Python workers are reused across tasks; fetch tasks are long, keep them alive.
+        .config("spark.python.worker.reuse", "true")
+    )
+    if cfg.get("spark.master").startswith("local"):
+        # Local mode talks to itself only: bind the driver to loopback, never to the LAN.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (
+            builder.config("spark.ui.enabled", "false")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+        )
+    for key, value in cfg.get("spark.extra").items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Sets up everything the project needs on a fresh machine, idempotently:
+#   .venv             Python 3.11 virtualenv with the pinned packages (constraints.txt)
+#   .cache/jars       Delta Lake jars from Maven Central (pom.xml), for spark.jars
+# Re-running is cheap: each part is skipped when its inputs have not changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' || {
+  echo "setup: Python 3.11 is required (found $("$PY" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+  exit 2
+}
+command -v java >/dev/null 2>&1 || [ -n "${JAVA_HOME:-}" ] || {
+  echo "setup: Java 17 is required for Spark: apt-get install -y openjdk-17-jdk-headless" >&2
+  exit 2
+}
+command -v mvn >/dev/null 2>&1 || {
+  echo "setup: Maven is required to fetch the Delta jars: apt-get install -y maven" >&2
+  exit 2
+}
+
+mkdir -p .cache
+EXTRAS=${RECRAWL_EXTRAS:-dev}
+stamp_py=.cache/venv.stamp
+want_py=$(cat pyproject.toml constraints.txt | sha1sum | cut -c1-16)-$EXTRAS
+if [ ! -x .venv/bin/python ] || [ "$(cat $stamp_py 2>/dev/null)" != "$want_py" ]; then
+  echo "setup: installing Python packages into .venv (extras: $EXTRAS)"
+  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
+  .venv/bin/python -m pip install -q -c constraints.txt -e ".[$EXTRAS]"
+  echo "$want_py" > $stamp_py
+fi
+
+stamp_jars=.cache/jars.stamp
+want_jars=$(sha1sum pom.xml | cut -c1-16)
+if [ ! -d .cache/jars ] || [ "$(cat $stamp_jars 2>/dev/null)" != "$want_jars" ]; then
+  echo "setup: fetching Delta jars from Maven Central into .cache/jars"
+  rm -rf .cache/jars
+  mvn -q -B dependency:copy-dependencies -DoutputDirectory="$ROOT/.cache/jars" \
+      -DincludeScope=runtime -DincludeGroupIds=io.delta
+  echo "$want_jars" > $stamp_jars
+fi
+echo "setup: ready (.venv, $(ls .cache/jars | wc -l) jars in .cache/jars)"

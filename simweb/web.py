@@ -1,0 +1,149 @@
+"""``SimWeb``: the one object tests, benchmarks and the demo use.
+
+It owns the world (what exists), the truth (what a perfect crawler would conclude), the request
+log (what the crawler actually did) and the server thread. The simulated day is a field here so
+that a backfill can move time forward without restarting the server; other processes move it
+through the control host.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from urllib.parse import parse_qs
+
+from simweb.host import Host
+from simweb.response import Request, Response, not_found, text
+from simweb.server import RequestLog, SimServer
+from simweb.site import World
+from simweb.truth import Truth
+
+CONTROL_HOST = "control.sim.test"
+
+
+class SimWeb:
+    """A deterministic simulated web on 127.0.0.1, many virtual hosts on one port.
+
+    Args:
+        seed: makes every page, link and change time reproducible.
+        n_sites: number of normal sites ``site0.sim.test`` ... (at least 1).
+        pages_per_site: pages of each normal site, home included.
+        log_path: also append each request as a JSON line to this file.
+        port: 0 for an ephemeral port.
+    """
+
+    def __init__(self, seed: int = 42, n_sites: int = 20, pages_per_site: int = 30,
+                 log_path: str | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+        if n_sites < 1:
+            raise ValueError("n_sites must be at least 1")
+        self.seed = seed
+        self.world = World(seed, n_sites, pages_per_site)
+        self.truth = Truth(self.world, lambda: self.port)
+        self._address = (host, port)
+        self._log_path = log_path
+        self._log = RequestLog(log_path)
+        self._day = 0
+        self._server: SimServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> int:
+        """Start serving in a background thread; returns the port."""
+        if self._server is not None:
+            return self.port
+        if self._log_path and self._log._file is None:
+            self._log = RequestLog(self._log_path)
+        self._server = SimServer(self._address, self.dispatch, lambda: self._day, self._log)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.1,),
+                                        name="simweb", daemon=True)
+        self._thread.start()
+        return self.port
+
+    def stop(self) -> None:
+        """Stop the server, dropping open (even hung) connections; returns within ~2 s."""
+        if self._server is None:
+            return
+        self._server.stop()
+        if self._thread:
+            self._thread.join(2)
+        self._server = self._thread = None
+        self._log.close()
+
+    def __enter__(self) -> SimWeb:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The bound port (only while started)."""
+        if self._server is None:
+            raise RuntimeError("SimWeb is not started")
+        return self._server.server_port
+
+    def base(self, host: str) -> str:
+        """``http://host:PORT``."""
+        return f"http://{host}:{self.port}"
+
+    # -- simulated time and state --------------------------------------------------------
+    @property
+    def day(self) -> int:
+        """The simulated day that content is served for."""
+        return self._day
+
+    def set_day(self, d: int) -> None:
+        """Move simulated time (changing pages, Last-Modified, throttling state)."""
+        self._day = int(d)
+
+    def reset_state(self) -> None:
+        """Forget per-request state (which throttled pages were already asked for)."""
+        for h in self.world.hosts.values():
+            reset = getattr(h, "reset", None)
+            if reset:
+                reset()
+
+    # -- catalogue -----------------------------------------------------------------------
+    def hosts(self) -> list[str]:
+        """Every crawlable host name (normal sites first); the control host is not included."""
+        return list(self.world.hosts)
+
+    def seed_urls(self) -> list[str]:
+        """Every host's home page, normal and hostile."""
+        return [f"{self.base(h)}/" for h in self.hosts()]
+
+    def request_log(self) -> list[dict]:
+        """Every request so far (since the last clear_log)."""
+        return self._log.entries()
+
+    def clear_log(self) -> None:
+        """Empty the in-memory request log."""
+        self._log.clear()
+
+    # -- serving -------------------------------------------------------------------------
+    def dispatch(self, req: Request) -> Response:
+        """Route a request to its virtual host (or the control endpoint)."""
+        if req.host == CONTROL_HOST:
+            return self._control(req)
+        host: Host | None = self.world.host(req.host)
+        if host is None:
+            return not_found(req)
+        return host.respond(req)
+
+    def _control(self, req: Request) -> Response:
+        """``/__sim/day[?set=N]``, ``/__sim/seeds``, ``/__sim/reset`` for other processes."""
+        if req.path == "/__sim/day":
+            values = parse_qs(req.query).get("set")
+            if values:
+                try:
+                    self.set_day(int(values[0]))
+                except ValueError:
+                    return text("set must be an integer\n", 400)
+            return text(json.dumps({"day": self._day}) + "\n", ctype="application/json")
+        if req.path == "/__sim/seeds":
+            return text("".join(f"{req.base(h)}/\n" for h in self.hosts()))
+        if req.path == "/__sim/reset":
+            self.reset_state()
+            return text("ok\n")
+        return not_found(req)

@@ -1,0 +1,295 @@
+"""Revisit policies: Nutch fixed / adaptive, and Cho & Garcia-Molina's optimal allocation."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import numpy as np
+import pytest
+
+from recrawl.schedules import (
+    AdaptiveSchedule,
+    ChangeRateOptimalSchedule,
+    FixedSchedule,
+    PageState,
+    ScheduleContext,
+    bucket_center,
+    freshness,
+    h_inverse,
+    interval_seconds,
+    make_schedule,
+    optimal_frequency,
+    rate_weight_bucket,
+)
+
+WIDE = {"min_interval_days": 1e-4, "max_interval_days": 1e7}
+
+
+def objective(rates, weights, freqs) -> float:
+    """Weighted expected freshness sum_i w_i F(lam_i, f_i)."""
+    return sum(w * freshness(r, f) for r, w, f in zip(rates, weights, freqs, strict=True))
+
+
+def random_pages(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    rates = np.exp(rng.uniform(math.log(0.01), math.log(3.0), n))
+    weights = 1.0 / (1.0 + rng.permutation(n)) ** 0.8  # Zipf-like importance
+    return rates, weights
+
+
+# --- fixed / adaptive --------------------------------------------------------------------------
+
+
+def test_fixed_schedule():
+    s = FixedSchedule(interval_days=3.0)
+    assert s.next_interval(PageState(interval_days=10.0, changed=True)) == 3.0
+    assert FixedSchedule(default_interval_days=2.0).next_interval(PageState()) == 2.0
+    assert FixedSchedule(interval_days=90.0, max_interval_days=30.0).next_interval(
+        PageState()
+    ) == 30.0
+
+
+def test_adaptive_follows_nutch():
+    s = AdaptiveSchedule(min_interval_days=0.5, max_interval_days=10.0)
+    assert s.next_interval(PageState(interval_days=2.0, changed=True)) == pytest.approx(1.6)
+    assert s.next_interval(PageState(interval_days=2.0, changed=False)) == pytest.approx(2.8)
+    assert s.next_interval(PageState(interval_days=2.0, changed=None)) == 2.0  # unknown
+    assert s.next_interval(PageState(interval_days=0.0, changed=False)) == pytest.approx(1.4)
+    assert s.next_interval(PageState(interval_days=0.55, changed=True)) == 0.5  # clamped
+    assert s.next_interval(PageState(interval_days=9.0, changed=False)) == 10.0
+
+
+def test_adaptive_converges_towards_the_change_period():
+    # a page that changes every 6 days: the interval oscillates around a few days
+    s = AdaptiveSchedule(min_interval_days=0.25, max_interval_days=60.0)
+    t, interval, last_change, last_fetch = 0.0, 1.0, 0.0, 0.0
+    seen = []
+    while t < 600:
+        t += interval
+        changed = math.floor(t / 6.0) > math.floor(last_fetch / 6.0)
+        last_fetch = t
+        interval = s.next_interval(PageState(interval_days=interval, changed=changed))
+        seen.append(interval)
+        last_change = t if changed else last_change
+    tail = seen[len(seen) // 2 :]
+    assert 2.0 < sum(tail) / len(tail) < 12.0
+
+
+@pytest.mark.parametrize("kw", [{"inc_rate": -0.1}, {"dec_rate": 1.0},
+                                {"min_interval_days": 0.0}, {"min_interval_days": 5.0,
+                                                             "max_interval_days": 1.0}])
+def test_invalid_parameters(kw):
+    with pytest.raises(ValueError):
+        AdaptiveSchedule(**kw)
+
+
+# --- the freshness model -----------------------------------------------------------------------
+
+
+def test_freshness_closed_form():
+    assert freshness(1.0, 1.0) == pytest.approx(1 - math.exp(-1))
+    assert freshness(2.0, 1.0) == pytest.approx((1 - math.exp(-2)) / 2)
+    assert freshness(0.0, 1.0) == 1.0
+    assert freshness(1.0, 0.0) == 0.0
+    assert freshness(1e-9, 1.0) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("y", [1e-20, 1e-9, 1e-4, 0.01, 0.3, 0.5, 0.9, 0.999999, 1 - 1e-15])
+def test_h_inverse(y):
+    r = h_inverse(y)
+    assert 1 - (1 + r) * math.exp(-r) == pytest.approx(y, rel=1e-6)
+    assert h_inverse(0.0) == 0.0 and h_inverse(1.0) == math.inf
+
+
+def test_optimal_frequency_marginal_condition():
+    # w dF/df = mu at the optimum: dF/df = (1 - (1 + r) e^-r) / lam with r = lam / f
+    for lam, w, mu in [(0.5, 1.0, 0.3), (2.0, 3.0, 0.1), (0.01, 0.2, 1.0)]:
+        f = optimal_frequency(lam, w, mu)
+        r = lam / f
+        assert w * (1 - (1 + r) * math.exp(-r)) / lam == pytest.approx(mu, rel=1e-9)
+        df = 1e-7 * f
+        numeric = (freshness(lam, f + df) - freshness(lam, f - df)) / (2 * df)
+        assert w * numeric == pytest.approx(mu, rel=1e-4)
+    assert optimal_frequency(3.0, 1.0, 0.5) == 0.0  # lam > w / mu: not worth refreshing
+    assert optimal_frequency(0.0, 1.0, 0.5) == 0.0
+    assert optimal_frequency(1.0, 1.0, 0.0) == math.inf
+
+
+# --- optimal allocation ------------------------------------------------------------------------
+
+
+def test_cho_garcia_molina_five_page_example():
+    """SIGMOD 2000 example: rates 1..5 changes/day, 5 fetches/day, equal weights."""
+    s = ChangeRateOptimalSchedule(**WIDE)
+    a = s.solve([1, 2, 3, 4, 5], [1, 1, 1, 1, 1], None, 5.0)
+    assert a.freqs[:4] == pytest.approx([1.15, 1.36, 1.35, 1.14], abs=0.005)
+    assert a.freqs[4] == pytest.approx(1e-7)  # the fastest page is not refreshed (max bound)
+    assert a.used_budget == pytest.approx(5.0, rel=1e-6)
+
+
+def test_allocation_meets_budget_and_kkt():
+    rates, weights = random_pages(2000, 1)
+    s = ChangeRateOptimalSchedule(min_interval_days=0.25, max_interval_days=30.0)
+    budget = 2000 / 4.0
+    a = s.solve(rates, weights, None, budget)
+    assert a.used_budget == pytest.approx(budget, rel=1e-6)
+    fmin, fmax = 1 / 30.0, 4.0
+    assert np.all(a.freqs >= fmin - 1e-12) and np.all(a.freqs <= fmax + 1e-12)
+    interior = (a.freqs > fmin * 1.0001) & (a.freqs < fmax * 0.9999)
+    assert interior.sum() > 100
+    r = rates[interior] / a.freqs[interior]
+    marginal = weights[interior] * (1 - (1 + r) * np.exp(-r)) / rates[interior]
+    assert marginal == pytest.approx(np.full(marginal.shape, a.mu), rel=1e-6)
+    # at the lower bound the marginal value is below mu, at the upper bound above it
+    low = a.freqs <= fmin * 1.0001
+    r_low = rates[low] / fmin
+    assert np.all(weights[low] * (1 - (1 + r_low) * np.exp(-r_low)) / rates[low] <= a.mu * 1.001)
+
+
+def test_allocation_is_locally_optimal():
+    rates, weights = random_pages(300, 2)
+    s = ChangeRateOptimalSchedule(**WIDE)
+    a = s.solve(rates, weights, None, 60.0)
+    best = objective(rates, weights, a.freqs)
+    rng = random.Random(0)
+    for _ in range(200):  # move budget between two pages: never better
+        i, j = rng.sample(range(300), 2)
+        delta = 0.05 * min(a.freqs[i], a.freqs[j]) + 1e-6
+        f = a.freqs.copy()
+        f[i] += delta
+        f[j] -= delta
+        if f[j] > 0:
+            assert objective(rates, weights, f) <= best + 1e-9
+
+
+def test_optimal_beats_uniform_and_proportional():
+    """Cho & Garcia-Molina: uniform beats proportional; the optimum beats both."""
+    rates, _ = random_pages(1000, 3)
+    ones = np.ones_like(rates)
+    budget = 200.0
+    s = ChangeRateOptimalSchedule(**WIDE)
+    opt = objective(rates, ones, s.solve(rates, ones, None, budget).freqs)
+    uniform = objective(rates, ones, np.full_like(rates, budget / rates.size))
+    proportional = objective(rates, ones, rates * budget / rates.sum())
+    assert opt > uniform > proportional
+    assert opt > 1.1 * uniform
+
+
+def test_pages_that_never_change_get_the_maximum_interval():
+    s = ChangeRateOptimalSchedule(min_interval_days=0.5, max_interval_days=20.0)
+    got = s.allocate([("static", 0.0, 5.0), ("a", 0.2, 1.0), ("b", 1.0, 1.0)], 1.0)
+    assert got["static"] == 20.0
+    assert got["a"] < 20.0
+
+
+def test_budget_extremes():
+    s = ChangeRateOptimalSchedule(min_interval_days=0.5, max_interval_days=20.0)
+    pages = [("a", 0.2, 1.0), ("b", 1.0, 1.0), ("c", 0.0, 1.0)]
+    assert s.allocate(pages, 0.01) == {"a": 20.0, "b": 20.0, "c": 20.0}  # below 3 / 20
+    assert s.allocate(pages, 100.0) == {"a": 0.5, "b": 0.5, "c": 20.0}  # all fit at the min
+    with pytest.raises(ValueError):
+        s.allocate(pages)  # no budget configured nor given
+    assert s.solve([], [], None, 1.0).freqs.size == 0
+
+
+def test_missing_rate_and_weight_use_defaults():
+    s = ChangeRateOptimalSchedule(daily_budget=1.0, default_rate=0.3, default_weight=1.0)
+    got = s.allocate([("x", None, None), ("y", 0.3, 1.0)])
+    assert got["x"] == pytest.approx(got["y"])
+
+
+def test_next_interval_with_mu_reproduces_the_batch_solution():
+    rates, weights = random_pages(500, 4)
+    s = ChangeRateOptimalSchedule(daily_budget=100.0)
+    pages = list(zip(range(500), rates, weights, strict=True))
+    batch = s.allocate(pages)
+    mu = s.solve_multiplier([(k, r, w, 1) for k, r, w in pages])
+    ctx = ScheduleContext(mu=mu)
+    for k, r, w in pages[:100]:
+        page = PageState(change_rate=float(r), score=float(w))
+        assert s.next_interval(page, ctx) == pytest.approx(batch[k], rel=1e-6)
+    with pytest.raises(ValueError, match="needs mu"):
+        s.next_interval(PageState(change_rate=0.1))
+
+
+def test_buckets_equal_expanded_pages():
+    s = ChangeRateOptimalSchedule(daily_budget=30.0)
+    buckets = [("b1", 0.05, 1.0, 50), ("b2", 0.5, 2.0, 20), ("b3", 2.0, 0.5, 30)]
+    by_bucket = s.allocate_buckets(buckets)
+    pages = [(f"{b}-{i}", r, w) for b, r, w, n in buckets for i in range(n)]
+    by_page = s.allocate(pages)
+    for b, *_ in buckets:
+        assert by_page[f"{b}-0"] == pytest.approx(by_bucket[b], rel=1e-6)
+    used = sum(n / by_bucket[b] for b, _, _, n in buckets)
+    assert used == pytest.approx(30.0, rel=1e-6)
+
+
+def test_bucket_solution_is_close_to_the_exact_one():
+    """Solving mu on a quantized (rate, weight) histogram loses < 1 % of optimal freshness."""
+    rates, weights = random_pages(20000, 5)
+    s = ChangeRateOptimalSchedule(daily_budget=4000.0)
+    exact = s.solve(rates, weights)
+    groups: dict[int, list[int]] = {}
+    for i, (r, w) in enumerate(zip(rates, weights, strict=True)):
+        groups.setdefault(rate_weight_bucket(r, w), []).append(i)
+    assert len(groups) < 2000
+    buckets = [(b, float(rates[ix].mean()), float(weights[ix].mean()), len(ix))
+               for b, ix in groups.items()]
+    mu = s.solve_multiplier(buckets)
+    ctx = ScheduleContext(mu=mu)
+    freqs = np.array([1.0 / s.next_interval(PageState(change_rate=r, score=w), ctx)
+                      for r, w in zip(rates, weights, strict=True)])
+    assert freqs.sum() == pytest.approx(4000.0, rel=0.02)
+    assert objective(rates, weights, freqs) >= 0.99 * objective(rates, weights, exact.freqs)
+
+
+def test_rate_weight_bucket_roundtrip():
+    for r, w in [(0.013, 2.5), (1.7, 1e-4), (0.5, 0.5)]:
+        rc, wc = bucket_center(rate_weight_bucket(r, w))
+        assert abs(math.log10(rc) - math.log10(r)) <= 1 / 16 + 1e-12
+        assert abs(math.log10(wc) - math.log10(w)) <= 1 / 16 + 1e-12
+    assert bucket_center(rate_weight_bucket(0.0, None))[0] == 0.0
+    assert rate_weight_bucket(0.1, 1.0) != rate_weight_bucket(0.2, 1.0)
+
+
+def test_allocate_is_fast_for_many_pages():
+    rates, weights = random_pages(100_000, 6)
+    s = ChangeRateOptimalSchedule(daily_budget=20_000.0)
+    start = time.perf_counter()
+    got = s.allocate(list(zip(range(rates.size), rates, weights, strict=True)))
+    elapsed = time.perf_counter() - start
+    assert len(got) == 100_000
+    assert elapsed < 5.0  # ~0.5 s on one laptop core
+
+
+# --- factory -----------------------------------------------------------------------------------
+
+
+def test_make_schedule():
+    assert isinstance(make_schedule("fixed", interval_days=2.0), FixedSchedule)
+    assert isinstance(make_schedule("Adaptive", inc_rate=0.3), AdaptiveSchedule)
+    opt = make_schedule("optimal", daily_budget=10.0, max_interval_days=7.0)
+    assert isinstance(opt, ChangeRateOptimalSchedule) and opt.daily_budget == 10.0
+    assert isinstance(make_schedule("change_rate"), ChangeRateOptimalSchedule)
+    assert isinstance(make_schedule("default"), FixedSchedule)
+
+
+def test_make_schedule_accepts_the_config_section():
+    section = {"policy": "adaptive", "default_interval_days": 1.0, "min_interval_days": 0.25,
+               "max_interval_days": 30.0, "trivial_change_distance": 3, "daily_budget": 10000}
+    s = make_schedule(section["policy"], **section)
+    assert isinstance(s, AdaptiveSchedule) and s.max_interval_days == 30.0
+
+
+def test_make_schedule_errors():
+    with pytest.raises(ValueError, match="unknown schedule policy 'weekly'.*valid: adaptive"):
+        make_schedule("weekly")
+    with pytest.raises(ValueError, match="unknown parameter.*inc_rat"):
+        make_schedule("adaptive", inc_rat=0.1)
+
+
+def test_interval_seconds():
+    assert interval_seconds(1.0) == 86400
+    assert interval_seconds(0.25) == 21600
