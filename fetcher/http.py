@@ -27,6 +27,7 @@ import functools
 import http.client
 import io
 import socket
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,7 +37,7 @@ import urllib3.connection
 import urllib3.exceptions
 
 from fetcher.decoding import BodyDecoder, DecodeLimitExceeded
-from fetcher.dns import SSRFGuard
+from fetcher.dns import SSRFGuard, SSRFRefused
 
 READ_SIZE = 64 * 1024
 
@@ -214,11 +215,20 @@ class HostConnection:
             self._conn = conn
         return conn
 
-    def close(self) -> None:
-        """Drop the connection (after an aborted read it cannot be reused)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+    def close(self, abort: bool = False) -> None:
+        """Drop the connection. ``abort``: reset it (RST, not FIN) so that a server still
+        sending the response we gave up on notices at its next write, and its side of the
+        exchange ends about when ours did -- politeness is judged from the server's log."""
+        if self._conn is None:
+            return
+        sock = self._conn.sock
+        if abort and sock is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+        self._conn.close()
+        self._conn = None
 
 
 @dataclass
@@ -301,13 +311,18 @@ def _run(conn: HostConnection, ex: Exchange, cap: _Capture, target: str,
     except ConnectError as exc:
         ex.error_kind, ex.error = "connect", f"connect: {exc}"
         return
+    except SSRFRefused as exc:
+        ex.error_kind, ex.error = "connect", str(exc)
+        return
     c.capture = cap
     c.response_class = functools.partial(_CaptureResponse, capture=cap)  # type: ignore[assignment]
     try:
         c.request("GET", target, headers=headers, preload_content=False, decode_content=False)
-        c.getresponse()
+        # Keep urllib3's wrapper referenced until we are done: collecting it closes the
+        # http.client response we read from (it is an io.IOBase).
+        wrapper = c.getresponse()
     except (DeadlineExceeded, TimeoutError, urllib3.exceptions.TimeoutError) as exc:
-        conn.close()
+        conn.close(abort=True)
         ex.error_kind = "timeout"
         ex.error = "timeout: " + ("deadline" if isinstance(exc, DeadlineExceeded) else "read")
         return
@@ -332,7 +347,7 @@ def _run(conn: HostConnection, ex: Exchange, cap: _Capture, target: str,
     ex.head = bytes(cap.response)
     cap.limit = head_len + max_body
     if want_body is not None and not want_body(resp.status, resp.msg):
-        conn.close()
+        conn.close(abort=not resp.isclosed())
         ex.truncated = "unspecified"
         return
     decoder = BodyDecoder(resp.msg.get("Content-Encoding"), max_decoded, keep=keep_decoded)
@@ -342,10 +357,13 @@ def _run(conn: HostConnection, ex: Exchange, cap: _Capture, target: str,
                 raise DeadlineExceeded("request deadline exceeded")
             data = resp.read1(READ_SIZE)
             if not data:
-                ex.complete = True
+                if resp.length:  # EOF before Content-Length was satisfied
+                    ex.truncated, ex.error = "disconnect", "disconnect: body shorter than length"
+                else:
+                    ex.complete = True
                 break
             decoder.feed(data)
-            if resp.isclosed():  # Content-Length satisfied
+            if resp.length == 0 or resp.isclosed():  # Content-Length satisfied
                 ex.complete = True
                 break
             if cap.seen - head_len >= max_body:
@@ -358,7 +376,7 @@ def _run(conn: HostConnection, ex: Exchange, cap: _Capture, target: str,
         ex.error_kind, ex.truncated = "timeout", "time"
         ex.error = "timeout: " + ("deadline" if isinstance(exc, DeadlineExceeded) else "read")
     except (http.client.HTTPException, OSError, ValueError) as exc:
-        # IncompleteRead, reset, a bad chunk size: keep what arrived, marked as cut by the disconnect.
+        # IncompleteRead, reset, bad chunk size: keep what arrived, marked as cut short.
         ex.truncated, ex.error = "disconnect", f"disconnect: {_short(exc)}"
     if ex.truncated is None and (not ex.complete or cap.seen - head_len > max_body):
         ex.truncated = "length"
@@ -367,7 +385,8 @@ def _run(conn: HostConnection, ex: Exchange, cap: _Capture, target: str,
     ex.kept = bytes(decoder.kept)
     ex.decode_error = decoder.error
     if not ex.complete:
-        conn.close()  # the rest of the body is still on the wire: the connection is spent
+        conn.close(abort=True)  # the rest of the body is still on the wire: reset
+    del wrapper
 
 
 def _short(exc: BaseException) -> str:

@@ -9,7 +9,8 @@ what ``warcio check`` verifies.
 
 Per fetch: ``response`` (or ``revisit``), then ``request`` with ``WARC-Concurrent-To`` the
 response, then a ``metadata`` record (``WARC-Concurrent-To`` the response) with timing and the
-redirect chain. ``revisit`` records: profile ``server-not-modified`` for a 304 and
+redirect chain. A ``too_large`` fetch (decompression bomb) keeps only request and metadata.
+``revisit`` records: profile ``server-not-modified`` for a 304 and
 ``identical-payload-digest`` when the payload equals the previous capture's. A fetch whose
 content type is filtered out is stored with its head only (``WARC-Truncated: unspecified``):
 every exchange is in the WARC, as DESIGN.md asks, without keeping bodies nobody parses.
@@ -96,14 +97,15 @@ def response_record(uri: str, date: datetime, ip: str, head: bytes, body: bytes,
 
 
 def request_record(uri: str, date: datetime, ip: str, raw_request: bytes, *,
-                   concurrent_to: str) -> ArcWarcRecord:
-    """The ``request`` record of the bytes sent, linked to its response."""
+                   concurrent_to: str | None = None,
+                   record_id: str | None = None) -> ArcWarcRecord:
+    """The ``request`` record of the bytes sent, linked to its response (if one is stored)."""
     head, sep, body = raw_request.partition(b"\r\n\r\n")
     extra = {"WARC-IP-Address": ip, "WARC-Concurrent-To": concurrent_to}
     return _builder.create_warc_record(
         uri, "request", payload=BytesIO(body), length=len(body),
         http_headers=_RawHead(head + sep),
-        warc_headers_dict=_headers(uri, date, new_record_id(), extra))
+        warc_headers_dict=_headers(uri, date, record_id or new_record_id(), extra))
 
 
 def revisit_record(uri: str, date: datetime, ip: str, head: bytes, *, record_id: str,

@@ -316,8 +316,9 @@ def update_history(
     if interval_days is not None and interval_days > 0:
         ts.append(float(interval_days))
         cs.append(bool(changed))
-    return [{"interval_d": t, "changed": c} for t, c in zip(ts[-max_len:], cs[-max_len:],
-                                                             strict=True)]
+    return [
+        {"interval_d": t, "changed": c} for t, c in zip(ts[-max_len:], cs[-max_len:], strict=True)
+    ]
 
 
 def estimate_from_history(

@@ -121,13 +121,25 @@ def shingles(text: str, shingle: int = 3) -> Counter[str]:
     return feats
 
 
-def simhash64(text: str, shingle: int = 3) -> int:
-    """64-bit SimHash of `text` as a signed int (fits Spark LongType); 0 for featureless text."""
-    feats = shingles(text, shingle)
+MAX_FEATURE_WEIGHT = 255
+
+
+def simhash64(text: str | None, shingle: int = 3) -> int | None:
+    """64-bit SimHash of `text` as a signed int (fits Spark LongType).
+
+    None (a SQL NULL) when the text has no word at all: every empty page would otherwise
+    get the same fingerprint and the dedup join would call them all near duplicates.
+    """
+    feats = shingles(text, shingle) if text else None
     if not feats:
-        return 0
+        return None
     # simhash.Simhash weighs each feature by its count and sets bit i when the weighted
     # majority of feature hashes (md5, low 64 bits) has bit i set (Charikar's construction).
+    # simhash 2.1 multiplies a uint8 bit array by weights above its large_weight_cutoff, which
+    # overflows under numpy 2 for weights > 255 (a shingle repeated 1200 times on a boilerplate
+    # or trap page). Capping the weight keeps such a feature dominant without the overflow.
+    if max(feats.values()) > MAX_FEATURE_WEIGHT:
+        feats = {f: min(w, MAX_FEATURE_WEIGHT) for f, w in feats.items()}
     return to_signed64(Simhash(feats, f=BITS).value)
 
 
@@ -225,6 +237,18 @@ def _table_masks(n_blocks: int, match: int) -> tuple[int, ...]:
     return tuple(out)
 
 
+def table_masks(
+    layout: str | BlockLayout | tuple[int, int] = "6c3", k: int = 3
+) -> tuple[int, ...]:
+    """Each table's bit mask as a signed 64-bit int, by table id.
+
+    `to_signed64(fp & mask)` is the table's key (what `block_keys` returns): a Spark job can
+    compute keys as `simhash & mask` on the LongType column without a Python UDF.
+    """
+    bl = parse_layout(layout, k)
+    return tuple(to_signed64(m) for m in _table_masks(bl.n_blocks, bl.match))
+
+
 def block_keys(
     fp: int, k: int = 3, layout: str | BlockLayout | tuple[int, int] = "6c3"
 ) -> list[tuple[int, int]]:
@@ -272,9 +296,7 @@ def first_shared_table(
     return None
 
 
-def bucket_pairs(
-    members: Iterable[tuple[str, int]], k: int = 3
-) -> Iterator[tuple[str, str, int]]:
+def bucket_pairs(members: Iterable[tuple[str, int]], k: int = 3) -> Iterator[tuple[str, str, int]]:
     """All (id_a, id_b, distance) with id_a < id_b and distance <= k inside one join bucket."""
     items = sorted(members)
     for i in range(len(items)):

@@ -282,10 +282,15 @@ def decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
     Returns:
         ``(text, codec)``: the decoded text and the Python codec name used.  Never raises.
     """
+    if isinstance(body, str):
+        return body, "utf-8"
     try:
         return _decode_html(body, content_type)
     except Exception:  # defensive: this runs on arbitrary bytes from the web
-        return bytes(body or b"").decode("utf-8", "replace"), "utf-8"
+        try:
+            return bytes(body or b"").decode("utf-8", "replace"), "utf-8"
+        except Exception:
+            return "", "utf-8"
 
 
 def _decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
@@ -313,9 +318,14 @@ def _decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
         if codec and codec not in declared:
             declared.append(codec)
 
+    if declared and declared[0].startswith("utf-16"):
+        # only the HTTP header can select UTF-16 without a BOM; believe it when the body has
+        # the NUL bytes that UTF-16 markup is full of, not for an ASCII page mislabelled so
+        if b"\x00" in body[:1024]:
+            return _decode(body, declared[0]), declared[0]
+        declared.pop(0)
     if body.isascii():
-        codec = declared[0] if declared and not declared[0].startswith("utf-16") else "utf-8"
-        return body.decode("ascii"), codec
+        return body.decode("ascii"), declared[0] if declared else "utf-8"
 
     best_codec, best_ratio = "utf-8", None
     for codec in declared:
@@ -346,30 +356,31 @@ def _decode_html(body: bytes, content_type: str | None) -> tuple[str, str]:
 
 # --- text extraction ----------------------------------------------------------------------
 
-#: Keyword arguments for ``trafilatura.bare_extraction`` and ``htmldate.find_date``, chosen for
-#: throughput.  Measured here (2 shared cores, Python 3.11, trafilatura 2.3.1, htmldate 1.11),
-#: mean per page over 60 generated 21 KB news-like pages (``bench_page`` in
-#: ``tests/recrawl/test_parsing.py``; nav, 100 links, 16 paragraphs, a table, comments, inline
-#: scripts; half carry a ``published_time`` meta, all a date in the byline), 3 rounds:
+#: Keyword arguments for ``trafilatura.bare_extraction`` (and :data:`DATE_OPTIONS` for
+#: ``htmldate.find_date``), chosen for throughput.  Measured here (2 shared cores, Python 3.11,
+#: trafilatura 2.3.1, htmldate 1.11) with ``python tests/recrawl/test_parsing.py``: 60 generated
+#: 20 KiB news-like pages (nav, 100 links, 16 paragraphs, a table, comments, inline scripts; half
+#: with a ``published_time`` meta, all with a date in the byline), 3 rounds, mean per page:
 #:
-#: ======================================================================  =======
-#: trafilatura defaults + ``with_metadata=True``                            6.6 ms
-#: ``fast=True, include_comments=False``, ``with_metadata=True``            5.1 ms
-#: the same with ``extensive_search=True`` for the date                    5.2 ms
-#: the same with ``favor_precision=True``                                   5.3 ms
-#: ``fast=True, include_comments=False``, no metadata                       2.3 ms
-#: chosen: no metadata + ``htmldate.find_date`` on the same lxml tree       2.4 ms
-#: ======================================================================  =======
+#: ==============================================================  =======
+#: trafilatura defaults + ``with_metadata=True``                    6.3 ms
+#: ``fast=True, include_comments=False`` + ``with_metadata=True``   4.9 ms
+#: the same + ``favor_precision=True``                              5.0 ms
+#: the same + ``extensive_search=True`` for the date (earlier run)  +0.1 ms
+#: ``fast=True, include_comments=False``, no metadata               2.2 ms
+#: chosen: that + ``htmldate.find_date`` on the same lxml tree      2.35 ms
+#: whole :func:`parse_html` (decode, Lexbor, 101 outlinks, above)   4.5 ms
+#: :func:`parse_html` with ``extract_text=False``                   2.2 ms
+#: ==============================================================  =======
 #:
 #: ``with_metadata`` costs more than the text extraction itself (author, site name, categories,
-#: tags, JSON-LD...) and we keep only title and date, so the tree is parsed once with
+#: tags, JSON-LD...) while we keep only title and date, so the tree is parsed once with
 #: trafilatura's ``load_html``, the date comes from htmldate (what trafilatura calls inside)
 #: with ``extensive_search=False`` (markup and URL only, no free-text scan), and the title from
-#: ``<title>`` via selectolax.  ``fast`` skips the readability/jusText fallbacks; all variants
+#: ``<title>`` via selectolax.  ``fast`` skips the readability/jusText fallbacks.  All variants
 #: found the same text and dates on these pages.  ``deduplicate`` stays off: it keeps a
-#: process-wide cache, so results would depend on what else a Spark task parsed before.
-#: The whole :func:`parse_html` (decode, Lexbor, 100 outlinks normalized and filtered,
-#: trafilatura, htmldate) takes ~5 ms per such page; ~2.5 ms with ``extract_text=False``.
+#: process-wide cache, so results would depend on what else a Spark task parsed before.  Of the
+#: 2.2 ms without extraction, about two thirds is URL normalization (~10 us per link).
 TRAFILATURA_OPTIONS: dict[str, Any] = {
     "fast": True,
     "favor_precision": False,
@@ -575,11 +586,14 @@ def _parse_into(page: ParsedPage, errors: list[str], body, content_type, url, op
     if not body:
         errors.append("empty body")
         return
-    body = bytes(body[: opts.max_bytes])
-    text, page.encoding = decode_html(body, content_type)
-    if not page.encoding.startswith("utf-16") and _looks_binary(body):
-        errors.append("binary content")
-        return
+    if isinstance(body, str):  # already decoded (tests, checkers)
+        text, page.encoding = body[: opts.max_bytes], "utf-8"
+    else:
+        body = bytes(body[: opts.max_bytes])
+        text, page.encoding = decode_html(body, content_type)
+        if not page.encoding.startswith("utf-16") and _looks_binary(body):
+            errors.append("binary content")
+            return
     # NUL and other XML-invalid controls: the HTML parser maps NUL to U+FFFD anyway, and lxml
     # (inside trafilatura) refuses strings that contain them
     if _BAD_XML_CHARS.search(text):
@@ -606,7 +620,7 @@ def _parse_into(page: ParsedPage, errors: list[str], body, content_type, url, op
     if base_node is not None:
         resolved, _ = try_normalize(base_node.attributes.get("href") or "", url, opts.norm_rules)
         base = resolved or url
-    links = _Outlinks(base, opts)
+    links = _Outlinks(base, opts, page.encoding)
     for node in tree.css(_LINK_SELECTOR):
         _visit(node, page, links, opts)
     if not page.meta_robots_nofollow:
@@ -668,10 +682,12 @@ def _apply_robots(page: ParsedPage, directive: str) -> None:
 class _Outlinks:
     """A page's outlinks: resolved, normalized, filtered, first occurrence wins, capped."""
 
-    def __init__(self, base: str, opts: _Options):
+    def __init__(self, base: str, opts: _Options, encoding: str):
         self._base = base
         self._opts = opts
         self._links: dict[str, Outlink] = {}
+        # browsers percent-encode non-ASCII in an href's query with the page's encoding
+        self._query_encoding = None if encoding.startswith("utf") else encoding
 
     @property
     def full(self) -> bool:
@@ -680,6 +696,8 @@ class _Outlinks:
     def add(self, href: str, anchor: str, kind: str) -> str | None:
         """Resolve and normalize ``href``; keep it unless filtered.  Returns the normalized URL
         (also for a filtered one, so a filtered canonical is still reported), or ``None``."""
+        if self._query_encoding and not href.isascii() and "?" in href:
+            href = _encode_query(href, self._query_encoding)
         target, _ = try_normalize(href, self._base, self._opts.norm_rules)
         if target is None:
             return None
@@ -693,6 +711,28 @@ class _Outlinks:
 
     def values(self) -> list[Outlink]:
         return list(self._links.values())
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _encode_query(href: str, encoding: str) -> str:
+    """Percent-encode the non-ASCII characters of the query of ``href`` in ``encoding``.
+
+    The WHATWG URL parser does this for the query of a link in a legacy-encoded document (a GBK
+    page's ``?q=中文`` is sent as ``%D6%D0%CE%C4``, which is what the server expects); the path
+    is always UTF-8.  Characters the encoding lacks become ``&#NNNN;`` as in a browser.
+    """
+    head, hash_, fragment = href.partition("#")
+    path, qmark, query = head.partition("?")
+
+    def enc(m: re.Match[str]) -> str:
+        return "".join(f"%{b:02X}" for b in m.group().encode(encoding, "xmlcharrefreplace"))
+
+    try:
+        return path + qmark + _NON_ASCII.sub(enc, query) + hash_ + fragment
+    except (LookupError, UnicodeError):
+        return href
 
 
 def content_hash(text: str) -> str:

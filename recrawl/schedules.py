@@ -11,6 +11,12 @@ Policies:
               none. Needs no estimates, but ignores the fetch budget and importance.
   optimal   - Cho & Garcia-Molina's freshness-optimal allocation of a fixed daily budget
               over pages with Poisson change rates and importance weights.
+
+benchmarks/freshness.py compares them at equal budget. What to expect: with importance
+weights the optimal policy raises importance-weighted freshness by ~20-30 % over fixed; on
+plain (unweighted) freshness even the true-rate optimum is only ~4-5 % above fixed for
+realistic rate spreads (Cho & Garcia-Molina: uniform is already close to optimal there), and
+weighting by PageRank trades some of it away for the pages that matter.
 """
 
 from __future__ import annotations
@@ -359,9 +365,9 @@ class ChangeRateOptimalSchedule(_Bounds):
     ) -> Allocation:
         """Clipped optimal frequencies with sum(count * freq) == budget (when feasible).
 
-        If even the maximum interval for every page exceeds the budget, every page gets the
-        maximum interval (the generator's top_n then picks among due pages); if the minimum
-        interval for every page fits within it, every changing page gets the minimum.
+        If the budget cannot pay for every page at the maximum interval, every page gets the
+        maximum interval and mu is inf (generate's top_n then rations the due pages); if it
+        pays for every changing page at the minimum interval, they all get it and mu is 0.
         """
         budget = self.daily_budget if budget_per_day is None else budget_per_day
         if budget is None or budget <= 0:
@@ -402,25 +408,25 @@ class ChangeRateOptimalSchedule(_Bounds):
             return Allocation(math.inf, f, float(np.dot(c, f)))
         # Lower end: mu small enough that every changing page sits at fmax,
         # i.e. mu lam / w <= h(lam / fmax) for all of them.
-        r_max = lam_p / fmax
-        h_max = np.where(r_max < 1e-4, r_max * r_max * (0.5 - r_max / 3.0),
-                         -np.expm1(-r_max) - r_max * np.exp(-r_max))
-        mu_lo = max(float(np.min(h_max * w_p / lam_p)), 1e-300)
+        mu_lo = max(float(np.min(_h_vec(lam_p / fmax) * w_p / lam_p)), 1e-300)
         mu = _find_root_log(lambda m: used(m) - budget, mu_lo, mu_hi, abs_tol=budget * 1e-9)
         f = freqs(mu, 2)
         return Allocation(mu, f, float(np.dot(c, f)))
 
     def solve_multiplier(
-        self, buckets: Iterable[tuple[Hashable, float, float, float]],
+        self,
+        buckets: Iterable[tuple[Hashable, float, float, float]],
         budget_per_day: float | None = None,
     ) -> float:
         """mu for (bucket_id, rate, weight, count) rows - broadcast it for `next_interval`."""
         rows = list(buckets)
-        return self.solve([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-                          budget_per_day).mu
+        return self.solve(
+            [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows], budget_per_day
+        ).mu
 
     def allocate(
-        self, pages: Iterable[tuple[Hashable, float | None, float | None]],
+        self,
+        pages: Iterable[tuple[Hashable, float | None, float | None]],
         budget_per_day: float | None = None,
     ) -> dict[Hashable, float]:
         """{key: interval_days} for (key, rate, weight) pages sharing `budget_per_day`."""
@@ -429,7 +435,8 @@ class ChangeRateOptimalSchedule(_Bounds):
         return {r[0]: float(1.0 / f) for r, f in zip(rows, a.freqs, strict=True)}
 
     def allocate_buckets(
-        self, buckets: Iterable[tuple[Hashable, float, float, float]],
+        self,
+        buckets: Iterable[tuple[Hashable, float, float, float]],
         budget_per_day: float | None = None,
     ) -> dict[Hashable, float]:
         """{bucket_id: interval_days} for (bucket_id, rate, weight, count) histogram rows.
@@ -437,16 +444,18 @@ class ChangeRateOptimalSchedule(_Bounds):
         The budget is shared by all pages: a bucket of `count` pages uses count * freq.
         """
         rows = list(buckets)
-        a = self.solve([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
-                       budget_per_day)
+        a = self.solve(
+            [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows], budget_per_day
+        )
         return {r[0]: float(1.0 / f) for r, f in zip(rows, a.freqs, strict=True)}
 
 
 def rate_weight_bucket(rate: float | None, weight: float | None, per_decade: int = 8) -> int:
     """Histogram bucket of a page: quantized log10(rate) x log10(weight), as one bigint.
 
-    8 steps per decade (factor 1.33) cost under 1 % of optimal freshness in our benchmark
-    runs and keep the histogram to a few thousand rows. Rate 0 (never changed) and missing
+    8 steps per decade (factor 1.33) keep the histogram to a few thousand rows; solving mu
+    on it and applying it per page kept 99.9 % of the exact optimum over 20k pages
+    (test_bucket_solution_is_close_to_the_exact_one). Rate 0 (never changed) and missing
     values get the lowest step. Decode with `bucket_center`.
     """
 
@@ -478,10 +487,22 @@ SCHEDULES: dict[str, type] = {
     "optimal": ChangeRateOptimalSchedule,
 }
 _ALIASES = {"default": "fixed", "change_rate": "optimal", "changerate": "optimal"}
-# Keys of the [schedule] config section that are not policy parameters; make_schedule
-# accepts them so that `make_schedule(cfg.policy, **cfg)` works for every policy.
-_SECTION_KEYS = frozenset({"policy", "trivial_change_distance", "daily_budget",
-                           "prior_mean", "prior_strength", "history_max"})
+# Keys of the [schedule] config section that are not parameters of every policy;
+# make_schedule passes each to the policies that have it and ignores it for the others, so
+# that `make_schedule(cfg.policy, **cfg)` works for every policy (prior_* and history_max
+# configure recrawl.changerate, inc_rate / dec_rate only the adaptive policy).
+_SECTION_KEYS = frozenset(
+    {
+        "policy",
+        "trivial_change_distance",
+        "daily_budget",
+        "prior_mean",
+        "prior_strength",
+        "history_max",
+        "inc_rate",
+        "dec_rate",
+    }
+)
 
 
 def make_schedule(name: str, **params: Any) -> FetchSchedule:
@@ -508,4 +529,3 @@ def make_schedule(name: str, **params: Any) -> FetchSchedule:
 def interval_seconds(days: float) -> int:
     """Days -> crawldb.fetch_interval_s."""
     return int(round(days * SECONDS_PER_DAY))
-

@@ -64,7 +64,10 @@ CRAWLDB = _schema(
     # additions beyond the contract
     ("payload_digest", S),
     ("generated_round", S),  # generation mark: set by generate, cleared by updatedb
-    ("last_round", S),  # last round whose updatedb touched this row (idempotency)
+    ("generated_at", T),  # logical time of the mark; stale marks expire (Nutch crawl.gen.delay)
+    ("last_round", S),  # last round whose updatedb applied a fetch to this row (idempotency)
+    ("scheduled_round", S),  # last round whose schedule step set next_fetch_time
+    ("last_changed", B),  # did the last fetch find a meaningful change
     ("last_change_time", T),
     ("change_history", HISTORY),
     ("parse_failures", I),

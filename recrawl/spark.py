@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from recrawl.config import Config
@@ -97,6 +98,9 @@ def get_spark(cfg: Config, app_name: str | None = None):
     if cfg.get("spark.master").startswith("local"):
         # Local mode talks to itself only: bind the driver to loopback, never to the LAN.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers must run this interpreter (the project's venv), not whatever
+        # `python3` is first on PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = (
             builder.config("spark.ui.enabled", "false")
             .config("spark.driver.host", "127.0.0.1")

@@ -36,10 +36,19 @@ CANDIDATE_FIELDS: tuple[str, ...] = ("url", "score", "first_seen", "fetch_time")
 #   fetch_time - latest wins: Nutch's "fetchTime" criterion (keep the freshest capture).
 # A final, always-present tie-break on the URL string makes the choice deterministic, so
 # re-running dedup for a round picks the same survivor (idempotency, DESIGN.md).
-_DESCENDING = {"score": True, "https": True, "url_length": False, "first_seen": False,
-               "fetch_time": True}
-_ALIASES = {"httpsOverHttp": "https", "urlLength": "url_length", "fetchTime": "fetch_time",
-            "firstSeen": "first_seen"}
+_DESCENDING = {
+    "score": True,
+    "https": True,
+    "url_length": False,
+    "first_seen": False,
+    "fetch_time": True,
+}
+_ALIASES = {
+    "httpsOverHttp": "https",
+    "urlLength": "url_length",
+    "fetchTime": "fetch_time",
+    "firstSeen": "first_seen",
+}
 
 # Spark SQL for each criterion over CANDIDATE_FIELDS columns. try_url_decode (Spark >= 4.0)
 # returns NULL on a malformed escape, where we fall back to the raw URL like Python's unquote

@@ -50,9 +50,7 @@ def brotli_bomb() -> bytes:
 
 
 HUGE_SIZE = 50 * MIB
-_HUGE_CHUNK = (
-    b"<p>" + b"All work and no play makes a crawler a dull crawler. " * 1200 + b"</p>\n"
-)
+_HUGE_CHUNK = b"<p>" + b"All work and no play makes a crawler a dull crawler. " * 1200 + b"</p>\n"
 
 
 def huge_html() -> Iterator[bytes]:

@@ -25,7 +25,9 @@ CHARSET_PAGES: dict[str, tuple[str, str, str, str]] = {
     "/gbk-meta.html": (ZH, "gbk", "text/html", '<meta charset="gbk">'),
     "/sjis-header.html": (JA, "shift_jis", "text/html; charset=Shift_JIS", ""),
     "/sjis-meta.html": (
-        JA, "shift_jis", "text/html",
+        JA,
+        "shift_jis",
+        "text/html",
         '<meta http-equiv="Content-Type" content="text/html; charset=Shift_JIS">',
     ),
     "/bom.html": (DE + " " + ZH, "utf-8-sig", "text/html; charset=ISO-8859-1", ""),
@@ -53,7 +55,8 @@ class Charset(Host):
         filler = paragraph(rng_for("charset", self.seed, req.path), 60)
         doc = (
             f"<!DOCTYPE html>\n<html>\n<head>\n{decl}\n<title>{req.path}</title>\n</head>\n"
-            f"<body>\n<h1>{sentence}</h1>\n" + f"<p>{sentence}</p>\n" * 3
+            f"<body>\n<h1>{sentence}</h1>\n"
+            + f"<p>{sentence}</p>\n" * 3
             + f"<p>{filler}</p>\n</body>\n</html>\n"
         )
         return Response(200, doc.encode(encoding), ctype)
@@ -84,8 +87,8 @@ MALFORMED: dict[str, bytes] = {
     "/badattrs.html": (
         b"<HTML><BODY><A HREF=/ok.html?a=1&b=2>unquoted</A> <a href='/ok.html' href=\"/x\">"
         b'twice</a> <a href="  /ok.html  ">spaces</a> <a href="">empty</a> <a>none</a> '
-        b"<script>document.write('<a href=\"/fake.html\">')</script> <a href=\"/ok.html\n\">"
-        b"newline</a> <!-- unterminated comment <a href=\"/hidden.html\">"
+        b'<script>document.write(\'<a href="/fake.html">\')</script> <a href="/ok.html\n">'
+        b'newline</a> <!-- unterminated comment <a href="/hidden.html">'
     ),
 }
 
@@ -111,8 +114,11 @@ class Malformed(Host):
         return not_found(req) if body is None else Response(200, body, "text/html")
 
 
-PARAMS = {"color": ["red", "green", "blue", "black"], "size": ["s", "m", "l", "xl"],
-          "sort": ["price", "name", "date"]}
+PARAMS = {
+    "color": ["red", "green", "blue", "black"],
+    "size": ["s", "m", "l", "xl"],
+    "sort": ["price", "name", "date"],
+}
 
 
 class Trap(Host):
@@ -150,8 +156,13 @@ class Trap(Host):
         p = req.path
         if p == "/":
             sid = self._sid()
-            links = ["/cal/2026/11", f"/s/page?PHPSESSID={sid}", f"/s/cart;jsessionid={sid}",
-                     "/a/", "/filter?color=red"]
+            links = [
+                "/cal/2026/11",
+                f"/s/page?PHPSESSID={sid}",
+                f"/s/cart;jsessionid={sid}",
+                "/a/",
+                "/filter?color=red",
+            ]
         elif p.startswith("/cal/"):
             links = self._calendar(p)
         elif p.startswith("/s/"):

@@ -79,8 +79,13 @@ class SimpleHost(Host):
     the same page, as they are for any URL normaliser.
     """
 
-    def __init__(self, name: str, seed: object, graph: dict[str, list[str]],
-                 robots_text: str | None = ALLOW_ALL) -> None:
+    def __init__(
+        self,
+        name: str,
+        seed: object,
+        graph: dict[str, list[str]],
+        robots_text: str | None = ALLOW_ALL,
+    ) -> None:
         super().__init__(name, seed)
         self.robots_text = robots_text
         self.graph = {robots.normalize_path(p): links for p, links in graph.items()}
@@ -89,8 +94,10 @@ class SimpleHost(Host):
         return list(self.graph)
 
     def links(self, path: str) -> list[Link]:
-        out = [(self.name, robots.normalize_path(p))
-               for p in self.graph.get(robots.normalize_path(path), [])]
+        out = [
+            (self.name, robots.normalize_path(p))
+            for p in self.graph.get(robots.normalize_path(path), [])
+        ]
         return list(dict.fromkeys(out))
 
     def handle(self, req: Request) -> Response:

@@ -169,8 +169,15 @@ class Redirects(Host):
     def entry_points(self) -> list[str]:
         """Every redirecting path linked from the home page."""
         chains = [f"/chain/{c}/{n}" for c in CODES for n in range(1, 5)]
-        return chains + ["/chain/302/7", "/mixed/4", "/loop/a", "/cross", "/relative",
-                         "/to-localhost", *SSRF_BAIT]
+        return chains + [
+            "/chain/302/7",
+            "/mixed/4",
+            "/loop/a",
+            "/cross",
+            "/relative",
+            "/to-localhost",
+            *SSRF_BAIT,
+        ]
 
     def pages(self) -> list[str]:
         return ["/", *self.entry_points(), *(f"/chain/{c}/0" for c in CODES), "/mixed/0"]
@@ -332,4 +339,3 @@ def hosts(seed: object) -> list[Host]:
         Slow("slow.sim.test", seed),
         Bomb("bomb.sim.test", seed),
     ]
-

@@ -26,35 +26,60 @@ MAX_REQUEST_BODY = 1 << 20
 
 
 class RequestLog:
-    """Thread-safe in-memory list of request records, mirrored to a JSON-lines file."""
+    """Thread-safe in-memory list of request records, mirrored to a JSON-lines file.
+
+    A client that has just read a response may ask for the log before the server thread has
+    appended that request's record (the record's end time is taken after the last byte is
+    written). Handlers therefore announce a record just before that last write
+    (:meth:`expect`), and :meth:`entries` waits briefly for announced records.
+    """
 
     def __init__(self, path: str | None = None) -> None:
         self._entries: list[dict] = []
-        self._lock = threading.Lock()
-        self._file = open(path, "a", encoding="utf-8") if path else None
+        self._cond = threading.Condition()
+        self._pending = 0
+        self._path = path
+        self._file = None
+        self.open()
 
-    def append(self, entry: dict) -> None:
+    def open(self) -> None:
+        """(Re)open the file for appending, if there is one."""
+        with self._cond:
+            if self._path and self._file is None:
+                self._file = open(self._path, "a", encoding="utf-8")
+
+    def expect(self) -> None:
+        """A record is about to be appended (its response is being finished)."""
+        with self._cond:
+            self._pending += 1
+
+    def append(self, entry: dict, expected: bool = False) -> None:
         """Record one request (and flush it, so another process can tail the file)."""
         line = json.dumps(entry, ensure_ascii=False) + "\n" if self._file else ""
-        with self._lock:
+        with self._cond:
             self._entries.append(entry)
             if self._file:
                 self._file.write(line)
                 self._file.flush()
+            if expected:
+                self._pending -= 1
+                self._cond.notify_all()
 
-    def entries(self) -> list[dict]:
-        """A copy of every record so far, in completion order."""
-        with self._lock:
+    def entries(self, wait: float = 1.0) -> list[dict]:
+        """A copy of every record so far, in completion order (waits up to ``wait`` seconds
+        for responses that are being finished)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._pending <= 0, timeout=wait)
             return list(self._entries)
 
     def clear(self) -> None:
         """Forget the in-memory records (the file keeps its history)."""
-        with self._lock:
+        with self._cond:
             self._entries.clear()
 
     def close(self) -> None:
         """Close the file, if any."""
-        with self._lock:
+        with self._cond:
             if self._file:
                 self._file.close()
                 self._file = None
@@ -100,6 +125,7 @@ class Handler(BaseHTTPRequestHandler):
         start = time.time()
         self._sent = 0
         self._head_sent = False
+        self._expected = False
         self.headers = None  # type: ignore[assignment]
         self.request_version = "HTTP/0.9"
         self.command = self.path = ""
@@ -125,8 +151,17 @@ class Handler(BaseHTTPRequestHandler):
         host = host.rsplit(":", 1)[0].lower() if host.count(":") == 1 else host.lower()
         self._discard_body()
         path, _, query = target.partition("?")
-        req = Request(self.command, host, target, path, query, self.headers,
-                      self.server.server_port, self.server.day(), self.server.stop_event)
+        req = Request(
+            self.command,
+            host,
+            target,
+            path,
+            query,
+            self.headers,
+            self.server.server_port,
+            self.server.day(),
+            self.server.stop_event,
+        )
         resp: Response | None = None
         try:
             resp = self.server.dispatch(req)
@@ -137,6 +172,9 @@ class Handler(BaseHTTPRequestHandler):
         except (_Dropped, OSError):
             self.close_connection = True
             status = resp.status if self._head_sent else 0
+        except Exception:  # never leave an announced record unwritten
+            self.close_connection = True
+            status = 0
         self._log(start, host, status, resp)
         return status
 
@@ -157,6 +195,7 @@ class Handler(BaseHTTPRequestHandler):
             raise _Dropped
         if resp.action == "dead":
             self.close_connection = True
+            self._expect()
             self.connection.shutdown(socket.SHUT_RDWR)
             return 0
         if resp.action == "hang":
@@ -168,8 +207,11 @@ class Handler(BaseHTTPRequestHandler):
             reason = HTTPStatus(resp.status).phrase
         except ValueError:
             reason = "Unknown"
-        lines = [f"HTTP/1.1 {resp.status} {reason}", f"Date: {_date_header()}",
-                 f"Server: {self.server_version}"]
+        lines = [
+            f"HTTP/1.1 {resp.status} {reason}",
+            f"Date: {_date_header()}",
+            f"Server: {self.server_version}",
+        ]
         if resp.content_type and not no_body:
             lines.append(f"Content-Type: {resp.content_type}")
         lines += [f"{k}: {v}" for k, v in resp.headers.items()]
@@ -182,21 +224,34 @@ class Handler(BaseHTTPRequestHandler):
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         send = self.connection.sendall
         if req.method == "HEAD" or no_body:
+            self._expect()
             send(head)
         elif resp.stream is None:
+            self._expect()
             send(head + resp.body)
             self._sent = len(resp.body)
         else:
             send(head)
             self._head_sent = True
-            for item in resp.stream:
+            items = iter(resp.stream)
+            nxt = next(items, None)
+            while nxt is not None:
+                item, nxt = nxt, next(items, None)
                 if isinstance(item, float):
                     if stop.wait(item):
                         raise _Dropped
-                else:
-                    send(item)
-                    self._sent += len(item)
+                    continue
+                if nxt is None:
+                    self._expect()
+                send(item)
+                self._sent += len(item)
         return resp.status
+
+    def _expect(self) -> None:
+        """Announce this request's log record: its last byte is about to be written."""
+        if not self._expected:
+            self._expected = True
+            self.server.log.expect()
 
     def _hang(self) -> None:
         """Hold the connection without answering until the client leaves or the server stops."""
@@ -221,7 +276,7 @@ class Handler(BaseHTTPRequestHandler):
         }
         if resp is not None and "Retry-After" in resp.headers:
             entry["retry_after"] = resp.headers["Retry-After"]
-        self.server.log.append(entry)
+        self.server.log.append(entry, expected=self._expected)
 
 
 class SimServer(ThreadingHTTPServer):
@@ -231,8 +286,13 @@ class SimServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 1024
 
-    def __init__(self, address: tuple[str, int], dispatch: Callable[[Request], Response],
-                 day: Callable[[], int], log: RequestLog) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        dispatch: Callable[[Request], Response],
+        day: Callable[[], int],
+        log: RequestLog,
+    ) -> None:
         self.dispatch = dispatch
         self.day = day
         self.log = log
@@ -242,8 +302,9 @@ class SimServer(ThreadingHTTPServer):
         super().__init__(address, Handler)
 
     def process_request(self, request, client_address) -> None:  # type: ignore[override]
-        t = threading.Thread(target=self.process_request_thread, args=(request, client_address),
-                             daemon=True)
+        t = threading.Thread(
+            target=self.process_request_thread, args=(request, client_address), daemon=True
+        )
         with self._lock:
             self._conns[request] = t
         t.start()

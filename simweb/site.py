@@ -39,6 +39,7 @@ ROBOTS_KINDS = (
     "User-agent: RecrawlBot\nDisallow: /private/\nAllow: /private/public-\n",
 )
 
+
 def site_name(i: int) -> str:
     """Host name of normal site ``i``."""
     return f"site{i}.sim.test"
@@ -91,9 +92,7 @@ class NormalSite(Host):
         self.paths = [page_path(k) for k in range(self.n_pages)]
         self.index = {p: k for k, p in enumerate(self.paths)}
         self.base_href = i % 3 == 0  # home page uses <base href=".../p/">
-        self.extra: dict[str, str] = {}  # extra HTML-ish paths -> kind
-        if i == 0:
-            self.extra["/old.html"] = "refresh"
+        self.extra = ["/old.html"] if i == 0 else []  # meta-refresh page(s)
         self._links: dict[int, list[Link]] = {}  # filled lazily: worlds can be large
         self._clock = {p: PoissonPage(seed, self.name + p, self._rate(p)) for p in self.pages()}
         self._cache: dict[tuple[str, int, int], bytes] = {}
@@ -136,7 +135,7 @@ class NormalSite(Host):
 
     # -- ground truth --------------------------------------------------------------------
     def pages(self) -> list[str]:
-        return self.paths + list(self.extra)
+        return self.paths + self.extra
 
     def links(self, path: str) -> list[Link]:
         if path in self.extra:
@@ -201,8 +200,9 @@ class NormalSite(Host):
     def _render(self, req: Request, path: str, version: int) -> str:
         if path in self.extra:
             head = f'<meta http-equiv="refresh" content="0; url={req.base()}/p/1.html">\n'
-            return page("Moved", '<p>This page has moved to <a href="/p/1.html">here</a>.</p>',
-                        head)
+            return page(
+                "Moved", '<p>This page has moved to <a href="/p/1.html">here</a>.</p>', head
+            )
         k = self.index[path]
         rng = rng_for("page", self.seed, self.name, k)
         head = f'<meta name="description" content="{esc(title(rng))}">\n'

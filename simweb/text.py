@@ -29,8 +29,22 @@ WORDS = (
 ).split()
 
 TOPICS = (
-    "Harbour", "Valley", "Railway", "Library", "Garden", "Festival", "Market", "Observatory",
-    "Museum", "Bridge", "Forest", "Council", "Archive", "Theatre", "Island", "Orchard",
+    "Harbour",
+    "Valley",
+    "Railway",
+    "Library",
+    "Garden",
+    "Festival",
+    "Market",
+    "Observatory",
+    "Museum",
+    "Bridge",
+    "Forest",
+    "Council",
+    "Archive",
+    "Theatre",
+    "Island",
+    "Orchard",
 )
 
 
@@ -102,8 +116,7 @@ def link_list(links: list[tuple[str, str]]) -> str:
 def simple_page(name: str, links: list[str], seed: object = 0, words: int = 180) -> str:
     """A plain page with prose and a list of links (anchor text = the href)."""
     rng = rng_for("simple", seed, name)
-    body = (
-        f"<h1>{esc(name)}</h1>\n<p>{paragraph(rng, words)}</p>\n"
-        + link_list([(h, h) for h in links])
+    body = f"<h1>{esc(name)}</h1>\n<p>{paragraph(rng, words)}</p>\n" + link_list(
+        [(h, h) for h in links]
     )
     return page(name, body)

@@ -158,6 +158,6 @@ class Truth:
         return out
 
     def trap_kind(self, url: str) -> str | None:
-        """"calendar", "session", "deep" or "params" for trap URLs, else None."""
+        """ "calendar", "session", "deep" or "params" for trap URLs, else None."""
         host, path = self._host(url)
         return host.kind(path) if isinstance(host, Trap) else None

@@ -8,6 +8,12 @@ whose only daily change is a rotating timestamp ("trivial changes").
 
 from __future__ import annotations
 
+import random
+import re
+from collections.abc import Iterable
+
+from simhash import Simhash
+
 from simweb.changes import PoissonPage, log_uniform_rate
 from simweb.host import Host, Link
 from simweb.response import Request, Response, cached, html, not_found, sim_datetime
@@ -15,6 +21,7 @@ from simweb.text import WORDS, link_list, page, paragraph, rng_for, stable_hash,
 
 N_EXACT, N_NEAR, N_DISTINCT = 4, 4, 6
 NEAR_WORDS = 800
+NEAR_BITS = 2  # below the usual dedup threshold of 3, for margin
 
 
 def _article(seed: object, key: object, words: int = 260) -> tuple[str, list[str]]:
@@ -27,12 +34,48 @@ def _article(seed: object, key: object, words: int = 260) -> tuple[str, list[str
 
 def _doc(head: str, paras: list[str], footer: str) -> bytes:
     body = "\n".join(f"<p>{p}</p>" for p in paras)
-    return page(head, f"<h1>{head}</h1>\n{body}\n<p>{footer}</p>\n"
-                f'<p><a href="/">Home</a></p>').encode()
+    return page(
+        head, f'<h1>{head}</h1>\n{body}\n<p>{footer}</p>\n<p><a href="/">Home</a></p>'
+    ).encode()
+
+
+def _replace_words(paras: list[str], rng: random.Random) -> list[str]:
+    """A copy of ``paras`` with two words of the second paragraph replaced."""
+    words = paras[1].split(" ")
+    for pos in rng.sample(range(len(words) - 1), 2):
+        words[pos] = next(w for w in WORDS[rng.randrange(50) :] if w != words[pos])
+    return [paras[0], " ".join(words), *paras[2:]]
+
+
+def _fingerprints(doc: bytes) -> list[Simhash]:
+    """SimHashes of a page under common feature choices: char 4-grams of the text (the
+    simhash library default), words, and word 3-shingles."""
+    text = re.sub(r"<[^>]+>", " ", doc.decode())
+    words = re.findall(r"\w+", text.lower())
+    shingles = [" ".join(words[i : i + 3]) for i in range(len(words) - 2)]
+    return [Simhash(text), Simhash(words), Simhash(shingles)]
+
+
+def _closest(base: bytes, candidates: Iterable[bytes]) -> bytes:
+    """The first candidate within NEAR_BITS of ``base`` under every feature choice (else the
+    closest one seen)."""
+    ref = _fingerprints(base)
+    best, best_d = b"", 65
+    for doc in candidates:
+        d = max(a.distance(b) for a, b in zip(ref, _fingerprints(doc), strict=True))
+        if d <= NEAR_BITS:
+            return doc
+        if d < best_d:
+            best, best_d = doc, d
+    return best
 
 
 class Dup(Host):
     """Exact duplicates, near duplicates and distinct pages, with the groups in truth."""
+
+    def __init__(self, name: str, seed: object) -> None:
+        super().__init__(name, seed)
+        self._near_cache: dict[int, list[bytes]] = {}
 
     def exact_groups(self) -> list[list[str]]:
         """URL paths serving identical bytes, per group."""
@@ -77,16 +120,25 @@ class Dup(Host):
 
     def _near(self, g: int, j: int) -> bytes:
         """Variant ``j`` of near-duplicate group ``g``: 0 is the base, 1 has another visitor
-        counter, 2 another date, 3 two words replaced. Long text keeps SimHash distance small."""
-        head, paras = _article(self.seed, ("near", g), words=NEAR_WORDS)
-        views, date = (1037, 1) if j == 1 else (1000, 2 if j == 2 else 1)
-        if j == 3:
+        counter, 2 another date, 3 two words replaced. Each variant is the first candidate
+        whose SimHash stays within NEAR_BITS of the base under several feature choices, so
+        the truth holds whatever features the dedup step uses."""
+        if g not in self._near_cache:
+            head, paras = _article(self.seed, ("near", g), words=NEAR_WORDS)
+
+            def variant(views: int, date: int, new_paras: list[str]) -> bytes:
+                footer = f"Page views: {views}. Generated on 2026-01-{date:02}."
+                return _doc(head, new_paras, footer)
+
+            base = variant(1000, 1, paras)
             rng = rng_for("near-words", self.seed, g)
-            words = paras[1].split(" ")
-            for pos in rng.sample(range(len(words) - 1), 2):
-                words[pos] = next(w for w in WORDS[rng.randrange(50):] if w != words[pos])
-            paras[1] = " ".join(words)
-        return _doc(head, paras, f"Page views: {views}. Generated on 2026-01-0{date}.")
+            candidates = [
+                (variant(1000 + 37 * k, 1, paras) for k in range(1, 40)),
+                (variant(1000, d, paras) for d in range(2, 29)),
+                (variant(1000, 1, _replace_words(paras, rng)) for _ in range(40)),
+            ]
+            self._near_cache[g] = [base] + [_closest(base, c) for c in candidates]
+        return self._near_cache[g][j]
 
     def handle(self, req: Request) -> Response:
         if req.path == "/":
@@ -106,8 +158,9 @@ class Changing(Host):
     def __init__(self, name: str, seed: object) -> None:
         super().__init__(name, seed)
         self.clocks = {
-            f"/c/{k}.html": PoissonPage(seed, f"{name}/c/{k}",
-                                        log_uniform_rate(seed, f"{name}/c/{k}", 0.01, 2.0))
+            f"/c/{k}.html": PoissonPage(
+                seed, f"{name}/c/{k}", log_uniform_rate(seed, f"{name}/c/{k}", 0.01, 2.0)
+            )
             for k in range(N_CHANGING)
         }
         self.trivial = [f"/t/{k}.html" for k in range(N_TRIVIAL)]

@@ -32,15 +32,20 @@ class SimWeb:
         port: 0 for an ephemeral port.
     """
 
-    def __init__(self, seed: int = 42, n_sites: int = 20, pages_per_site: int = 30,
-                 log_path: str | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        seed: int = 42,
+        n_sites: int = 20,
+        pages_per_site: int = 30,
+        log_path: str | None = None,
+        port: int = 0,
+    ) -> None:
         if n_sites < 1:
             raise ValueError("n_sites must be at least 1")
         self.seed = seed
         self.world = World(seed, n_sites, pages_per_site)
         self.truth = Truth(self.world, lambda: self.port)
-        self._address = (host, port)
-        self._log_path = log_path
+        self._address = ("127.0.0.1", port)  # loopback only, by design
         self._log = RequestLog(log_path)
         self._day = 0
         self._server: SimServer | None = None
@@ -51,11 +56,11 @@ class SimWeb:
         """Start serving in a background thread; returns the port."""
         if self._server is not None:
             return self.port
-        if self._log_path and self._log._file is None:
-            self._log = RequestLog(self._log_path)
+        self._log.open()
         self._server = SimServer(self._address, self.dispatch, lambda: self._day, self._log)
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.1,),
-                                        name="simweb", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.1,), name="simweb", daemon=True
+        )
         self._thread.start()
         return self.port
 

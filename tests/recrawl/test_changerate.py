@@ -240,8 +240,14 @@ def test_update_history_appends_and_truncates():
 
 
 def test_history_accepts_rows_tuples_and_nulls():
-    ts, cs = history_arrays([(1.0, True), {"interval_d": 2.0, "changed": False}, None,
-                             {"interval_d": None, "changed": True}])
+    ts, cs = history_arrays(
+        [
+            (1.0, True),
+            {"interval_d": 2.0, "changed": False},
+            None,
+            {"interval_d": None, "changed": True},
+        ]
+    )
     assert (ts, cs) == ([1.0, 2.0], [True, False])
     sql = pytest.importorskip("pyspark.sql")
     rows = [sql.Row(interval_d=1.5, changed=True), sql.Row(interval_d=0.5, changed=False)]

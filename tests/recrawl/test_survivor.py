@@ -76,9 +76,10 @@ def test_times_may_be_numbers_or_iso_strings():
     a = c("http://example.com/a", first_seen="2024-03-01T00:00:00")
     b = c("http://example.com/b", first_seen="2024-02-01T00:00:00+00:00")
     assert choose_survivor([a, b]) is b
-    assert choose_survivor([c("http://e/x", first_seen=5.0), c("http://e/y", first_seen=3)])[
-        "url"
-    ] == "http://e/y"
+    assert (
+        choose_survivor([c("http://e/x", first_seen=5.0), c("http://e/y", first_seen=3)])["url"]
+        == "http://e/y"
+    )
 
 
 def test_fetch_time_keeps_the_latest_like_nutch():
@@ -92,7 +93,10 @@ def test_custom_order_and_nutch_names():
     b = c("http://example.com/", score=1.0)
     assert choose_survivor([a, b], ["url_length", "score"]) is b
     assert validate_order("score,httpsOverHttp,urlLength,fetchTime") == (
-        "score", "https", "url_length", "fetch_time",
+        "score",
+        "https",
+        "url_length",
+        "fetch_time",
     )
     assert validate_order(DEFAULT_ORDER) == ("score", "https", "url_length", "first_seen")
 

@@ -1,0 +1,1 @@
+"""One module per crawl step; each `run()` is a thin Spark entry point over pure functions."""

@@ -1,0 +1,177 @@
+"""fetch: run the fetcher core inside Spark `mapPartitions`, one task per fetch-list partition.
+
+Each task fetches its hosts (each host lives in exactly one partition, so per-host politeness is
+local to a task) and writes WARC files named after the round, a run nonce, the partition and the
+task attempt. The task's output rows are written once to a staging folder (a retried task's
+output replaces the failed attempt's, by Spark's output commit), then published: `fetches`
+by replacing the round's partition, `robots` and `hosts` by MERGE. WARC files that no published
+row references — from failed attempts or an earlier run of the step — are deleted last, so a
+re-run leaves exactly one row per URL and no referenced file is ever missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterable, Iterator
+
+from recrawl.config import Config
+
+
+def _json_default(value):
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value.isoformat()
+    return str(value)
+
+
+def fetch_partition(
+    rows: Iterable, settings_map: dict, warc_dir: str, prefix: str
+) -> Iterator[tuple[str, str]]:
+    """The per-task body: fetch the partition's URLs and yield (kind, json) records."""
+    from pyspark import TaskContext
+
+    from fetcher import FetchItem, Fetcher, FetchSettings
+
+    rows = list(rows)
+    if not rows:
+        return
+    ctx = TaskContext.get()
+    attempt = ctx.attemptNumber() if ctx else 0
+    part = rows[0]["partition"]
+    robots_cache = {}
+    items = []
+    for r in rows:
+        items.append(FetchItem(
+            url=r["url"], host=r["host"], priority=r["priority"] or 0.0, etag=r["etag"],
+            last_modified=r["last_modified"], prev_payload_digest=r["payload_digest"],
+            prev_fetch_time=r["last_fetch_time"].isoformat() if r["last_fetch_time"] else None,
+        ))
+        if r["robots_fetched_at"] is not None and r["host"] not in robots_cache:
+            robots_cache[r["host"]] = {
+                "host": r["host"], "fetched_at": r["robots_fetched_at"].replace(tzinfo=dt.UTC),
+                "http_status": r["robots_http_status"], "crawl_delay": r["robots_crawl_delay"],
+                "sitemaps": list(r["robots_sitemaps"] or []), "rules": r["robots_rules"],
+                "expires_at": r["robots_expires_at"].replace(tzinfo=dt.UTC)
+                if r["robots_expires_at"] else None,
+            }
+    settings = FetchSettings.from_mapping(settings_map)
+    fetcher = Fetcher(settings, warc_dir, f"{prefix}-p{part:05d}-a{attempt}",
+                      robots_cache=robots_cache)
+    outcome = fetcher.run(items)
+    for row in outcome.rows:
+        yield ("fetch", json.dumps(row, default=_json_default))
+    for row in outcome.robots:
+        yield ("robots", json.dumps(row, default=_json_default))
+    for row in outcome.hosts:
+        yield ("host", json.dumps(row, default=_json_default))
+
+
+def _fs_list(spark, directory: str) -> list[str]:
+    """Files directly under `directory` through Hadoop's FileSystem (local or s3a)."""
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(directory)
+    fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+    if not fs.exists(path):
+        return []
+    return [str(s.getPath().toUri().getPath()) if directory.startswith("/") else str(s.getPath())
+            for s in fs.listStatus(path) if s.isFile()]
+
+
+def _fs_delete(spark, target: str) -> None:
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(target)
+    path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)
+
+
+def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from recrawl.schemas import FETCHES, HOSTS, ROBOTS
+    from recrawl.tables import read, replace_round
+    from spark_jobs.common import sql_str
+
+    fl = read(spark, cfg, "fetch_list").where(f"round_id = {sql_str(round_id)}")
+    robots = read(spark, cfg, "robots").select(
+        "host",
+        F.col("fetched_at").alias("robots_fetched_at"),
+        F.col("http_status").alias("robots_http_status"),
+        F.col("crawl_delay").alias("robots_crawl_delay"),
+        F.col("sitemaps").alias("robots_sitemaps"),
+        F.col("rules").alias("robots_rules"),
+        F.col("expires_at").alias("robots_expires_at"),
+    )
+    items = fl.join(robots, "host", "left")
+    n_parts = max(1, int(cfg.get("generate.partitions")))
+    warc_dir = cfg.warc_dir(round_id)
+    nonce = uuid.uuid4().hex[:8]
+    settings_map = dict(cfg.section("fetcher"))
+    settings_map["static_hosts"] = dict(settings_map["static_hosts"])
+
+    def body(it):
+        return fetch_partition((kv[1] for kv in it), settings_map, warc_dir, f"{round_id}-{nonce}")
+
+    # Identity partitioner: fetch-list partition p is Spark partition p, one task each.
+    rdd = (
+        items.rdd.map(lambda r: (r["partition"], r.asDict()))
+        .partitionBy(n_parts, lambda k: int(k) % n_parts)
+        .mapPartitions(body)
+    )
+    staging = f"{cfg.home}/staging/fetch/{round_id}"
+    spark.createDataFrame(rdd, "kind string, payload string").write.mode("overwrite").parquet(staging)
+    staged = spark.read.parquet(staging)
+
+    def parsed(kind: str, schema):
+        return staged.where(F.col("kind") == kind).select(
+            F.from_json("payload", schema, {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]"})
+            .alias("r")
+        ).select("r.*")
+
+    fetches = parsed("fetch", FETCHES).withColumn("round_id", F.lit(round_id))
+    replace_round(fetches, cfg, "fetches", round_id)
+    robots_rows = parsed("robots", ROBOTS).dropDuplicates(["host"])
+    if robots_rows.limit(1).count():
+        (
+            DeltaTable.forPath(spark, cfg.table_path("robots")).alias("t")
+            .merge(robots_rows.alias("s"), "t.host = s.host")
+            .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        )
+    hosts_rows = parsed("host", HOSTS).dropDuplicates(["host"]).withColumn(
+        "updated_at", F.current_timestamp()
+    )
+    if hosts_rows.limit(1).count():
+        (
+            DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
+            .merge(hosts_rows.alias("s"), "t.host = s.host")
+            .whenMatchedUpdate(set={
+                "ip": "s.ip", "backoff_until": "s.backoff_until",
+                "consecutive_failures": "s.consecutive_failures", "updated_at": "s.updated_at",
+            })
+            .whenNotMatchedInsert(values={
+                "host": "s.host", "ip": "s.ip", "backoff_until": "s.backoff_until",
+                "consecutive_failures": "s.consecutive_failures", "pages_known": "0",
+                "trap": "false", "pages_fetched": "0", "updated_at": "s.updated_at",
+            })
+            .execute()
+        )
+    # Delete WARC files no published row references (failed attempts, earlier runs, .open).
+    published = read(spark, cfg, "fetches").where(f"round_id = {sql_str(round_id)}")
+    referenced = {r[0] for r in published.select("warc_file").distinct().collect() if r[0]}
+    referenced_names = {f.rsplit("/", 1)[-1] for f in referenced}
+    removed = 0
+    for f in _fs_list(spark, warc_dir):
+        if f.rsplit("/", 1)[-1] not in referenced_names:
+            _fs_delete(spark, f)
+            removed += 1
+    _fs_delete(spark, staging)
+    counts = {
+        r["fetch_status"]: r["n"]
+        for r in published.groupBy("fetch_status").agg(F.count("*").alias("n")).collect()
+    }
+    counts["urls"] = sum(counts.values())
+    counts["warc_files"] = len(referenced)
+    counts["warc_orphans_removed"] = removed
+    return counts

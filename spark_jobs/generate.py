@@ -1,0 +1,161 @@
+"""generate: pick the URLs due at the round's logical time into a host-partitioned fetch list.
+
+Nutch's Generator in DataFrame form: due URLs (next_fetch_time <= logical date, not carrying a
+live generation mark), best priority first, at most `max_per_host` per host and `top_n` in all,
+hosts in back-off skipped, trap hosts limited to pages already known good. The selected URLs get
+a generation mark in crawldb so a second generate before updatedb cannot hand them out again; a
+re-run of generate for the same round clears and re-derives its own marks (idempotent).
+
+Partitioning: every URL of a host lands in one fetch partition, and hosts are packed into
+partitions by expected fetch time (URLs x delay, longest first into the least loaded
+partition), because a fetch task lasts as long as its slowest host queue, not its URL count.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import heapq
+import math
+from collections.abc import Iterable
+
+from recrawl.config import Config
+
+DUE_STATUSES = ("unfetched", "fetched", "redirect_temp", "gone", "robots_denied", "failed")
+
+
+def per_host_cap(time_budget_s: float, delay_s: float, configured: int) -> int:
+    """URLs one host can be fetched within a task's budget at its delay (Nutch's arithmetic)."""
+    if configured > 0:
+        return configured
+    return max(1, int(time_budget_s // max(delay_s, 0.001)))
+
+
+def pack_hosts(loads: Iterable[tuple[str, float]], partitions: int) -> dict[str, int]:
+    """Longest-processing-time-first packing of hosts into partitions by expected time."""
+    heap = [(0.0, p) for p in range(max(1, partitions))]
+    heapq.heapify(heap)
+    out: dict[str, int] = {}
+    for host, load in sorted(loads, key=lambda x: (-x[1], x[0])):
+        total, p = heapq.heappop(heap)
+        out[host] = p
+        heapq.heappush(heap, (total + load, p))
+    return out
+
+
+def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
+    from delta.tables import DeltaTable
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from recrawl.tables import read, replace_round
+    from spark_jobs.common import naive_utc, sql_str, ts_lit
+
+    g, f = cfg.section("generate"), cfg.section("fetcher")
+    now_logical = naive_utc(logical)
+    crawldb_path = cfg.table_path("crawldb")
+    crawldb = DeltaTable.forPath(spark, crawldb_path)
+    # A re-run for the same round starts from a clean slate: drop this round's marks.
+    crawldb.update(
+        f"generated_round = {sql_str(round_id)}",
+        {"generated_round": "NULL", "generated_at": "NULL"},
+    )
+    expiry = now_logical - dt.timedelta(days=g["mark_expiry_days"])
+    db = read(spark, cfg, "crawldb")
+    wall_now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    hosts = read(spark, cfg, "hosts").select(
+        "host", "backoff_until", F.coalesce("trap", F.lit(False)).alias("trap")
+    )
+    robots = read(spark, cfg, "robots").select("host", "crawl_delay")
+    due = (
+        db.where(F.col("status").isin(*DUE_STATUSES))
+        .where(F.col("next_fetch_time") <= F.expr(ts_lit(now_logical)))
+        .where(F.col("generated_round").isNull() | (F.col("generated_at") < F.lit(expiry)))
+        .join(hosts, "host", "left")
+        .join(robots, "host", "left")
+    )
+    # Back-off comes from the servers' real Retry-After / failures: compare with the wall clock.
+    in_backoff = F.col("backoff_until").isNotNull() & (F.col("backoff_until") > F.lit(wall_now))
+    # On a trap host only pages already fetched are refreshed; new URLs wait (or never come).
+    trap_block = F.coalesce(F.col("trap"), F.lit(False)) & (F.col("status") == "unfetched")
+    candidates = due.where(~in_backoff & ~trap_block)
+
+    scores_fresh, mode = _scores_mode(spark, cfg, now_logical)
+    if scores_fresh:
+        priority = F.coalesce(F.col("score"), F.col("inlink_score"), F.lit(0.0))
+    else:
+        # Breadth-first: shallower first.
+        priority = 1.0 / (1.0 + F.coalesce(F.col("depth"), F.lit(0)))
+    delay = F.greatest(F.lit(float(f["min_delay_s"])), F.coalesce("crawl_delay", F.lit(0.0)))
+    budget = float(f["time_budget_s"])
+    cap = (
+        F.lit(int(g["max_per_host"])) if g["max_per_host"] > 0
+        else F.greatest(F.lit(1), F.floor(F.lit(budget) / delay).cast("int"))
+    )
+    w = Window.partitionBy("host").orderBy(
+        F.col("priority").desc(), F.col("depth").asc_nulls_last(), F.col("url")
+    )
+    ranked = (
+        candidates.withColumn("priority", priority)
+        .withColumn("delay", delay)
+        .withColumn("cap", cap)
+        .withColumn("host_rank", F.row_number().over(w))
+        .where(F.col("host_rank") <= F.col("cap"))
+    )
+    selected = (
+        ranked.orderBy(F.col("priority").desc(), F.col("host_rank"), F.col("url"))
+        .limit(int(g["top_n"]))
+        .select("url", "host", "priority", "etag", "last_modified", "depth", "payload_digest",
+                "last_fetch_time", "delay")
+        .cache()
+    )
+    loads = [
+        (r["host"], r["n"] * r["delay"])
+        for r in selected.groupBy("host").agg(F.count("*").alias("n"), F.max("delay").alias("delay"))
+        .collect()
+    ]
+    assignment = pack_hosts(loads, int(g["partitions"]))
+    amap = spark.createDataFrame(list(assignment.items()) or [("", 0)], "host string, partition int")
+    fetch_list = (
+        selected.join(F.broadcast(amap), "host")
+        .withColumn("round_id", F.lit(round_id))
+    )
+    replace_round(fetch_list, cfg, "fetch_list", round_id)
+    n = spark.read.format("delta").load(cfg.table_path("fetch_list")).where(
+        f"round_id = {sql_str(round_id)}"
+    )
+    marks = n.select("url").withColumn("generated_round", F.lit(round_id))
+    (
+        crawldb.alias("t")
+        .merge(marks.alias("s"), "t.url = s.url")
+        .whenMatchedUpdate(set={
+            "generated_round": "s.generated_round",
+            "generated_at": F.lit(now_logical),
+        })
+        .execute()
+    )
+    generated = n.count()
+    skipped_backoff = due.where(in_backoff).count()
+    selected.unpersist()
+    worst = max((load for _, load in loads), default=0.0)
+    return {
+        "generated": generated,
+        "hosts": len(assignment),
+        "partitions": len(set(assignment.values())),
+        "skipped_backoff": skipped_backoff,
+        "priority_pagerank": 1 if mode == "pagerank" else 0,
+        "priority_bfs": 1 if mode == "bfs" else 0,
+        "max_partition_expected_s": math.ceil(worst),
+    }
+
+
+def _scores_mode(spark, cfg: Config, now: dt.datetime) -> tuple[bool, str]:
+    """Use PageRank priorities only when scores exist and are recent enough."""
+    from pyspark.sql import functions as F
+
+    from recrawl.tables import read
+
+    latest = read(spark, cfg, "scores").agg(F.max("computed_at")).first()[0]
+    max_age = dt.timedelta(days=cfg.get("generate.max_score_age_days"))
+    if latest is None or latest < now - max_age:
+        return False, "bfs"
+    return True, "pagerank"

@@ -1,0 +1,100 @@
+"""inject: normalize seed URLs and MERGE the new ones into crawldb (unfetched, depth 0).
+
+Like Nutch's Injector, re-injecting a known URL changes nothing: only URLs absent from crawldb
+are inserted, and when there are none no commit is made at all.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from recrawl.config import Config
+from recrawl.rounds import BadInput
+from recrawl.urlnorm import NormalizeRules, host_key, try_normalize
+
+
+@dataclass
+class SeedFile:
+    urls: list[str] = field(default_factory=list)
+    invalid: list[tuple[int, str, str]] = field(default_factory=list)  # (line no, text, reason)
+    lines: int = 0
+
+
+def read_seeds(path: str | Path, rules: NormalizeRules) -> SeedFile:
+    """Parse a seed file: one URL per line, `#` comments and blank lines allowed."""
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(f"seed file {p} not found")
+    out, seen = SeedFile(), set()
+    with p.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            out.lines += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                out.invalid.append((lineno, raw[:80].decode("utf-8", "replace"), "not UTF-8"))
+                continue
+            line = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
+            if not line:
+                continue
+            # Nutch seed lines may carry tab-separated metadata after the URL.
+            url_text = line.split("\t", 1)[0].strip()
+            url, reason = try_normalize(url_text, rules=rules)
+            if url is None:
+                out.invalid.append((lineno, url_text[:200], reason or "invalid"))
+            elif url not in seen:
+                seen.add(url)
+                out.urls.append(url)
+    return out
+
+
+def run(spark, cfg: Config, seeds_path: str, logical: dt.datetime) -> dict[str, int]:
+    from delta.tables import DeltaTable
+
+    from recrawl.schemas import CRAWLDB
+    from recrawl.tables import conform
+    from spark_jobs.common import naive_utc, norm_rules
+
+    seeds = read_seeds(seeds_path, norm_rules(cfg))
+    for lineno, text, reason in seeds.invalid:
+        print(f"inject: {seeds_path}:{lineno}: skipped {text!r}: {reason}", file=sys.stderr)
+    now = naive_utc(logical)
+    rows = [
+        {
+            "url": u, "host": host_key(u), "status": "unfetched", "depth": 0,
+            "discovered_at": now, "next_fetch_time": now, "retries": 0, "fetch_count": 0,
+            "change_count": 0, "parse_failures": 0,
+            "fetch_interval_s": int(cfg.get("schedule.default_interval_days") * 86400),
+        }
+        for u in seeds.urls
+    ]
+    counts = {"lines": seeds.lines, "valid": len(seeds.urls), "invalid": len(seeds.invalid)}
+    if not rows:
+        counts["new"] = 0
+        return counts
+    path = cfg.table_path("crawldb")
+    src = conform(spark.createDataFrame(rows, schema=_input_schema(CRAWLDB)), "crawldb")
+    existing = spark.read.format("delta").load(path).select("url")
+    new = src.join(existing, "url", "left_anti").cache()
+    counts["new"] = new.count()
+    counts["known"] = len(rows) - counts["new"]
+    if counts["new"]:
+        (
+            DeltaTable.forPath(spark, path).alias("t")
+            .merge(new.alias("s"), "t.url = s.url")
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+    new.unpersist()
+    return counts
+
+
+def _input_schema(full):
+    from pyspark.sql.types import StructType
+
+    names = ("url", "host", "status", "depth", "discovered_at", "next_fetch_time", "retries",
+             "fetch_count", "change_count", "parse_failures", "fetch_interval_s")
+    return StructType([f for f in full.fields if f.name in names])

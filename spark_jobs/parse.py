@@ -1,0 +1,154 @@
+"""parse: read the round's responses back from WARC by offset, extract text, metadata, outlinks.
+
+Per task, records are read file by file in offset order (one sequential pass per WARC file).
+The payload is decoded by warcio (chunked and Content-Encoding) but never beyond the
+decompressed-size cap, so a stored bomb cannot blow a task's memory at parse time either. A page
+that breaks the parser becomes a row with `parse_error` set, never a failed task.
+Outputs: `pages` (one row per parsed response; the round's partition replaced) and `links`
+(the *latest* outlinks of each page: the page's rows from earlier rounds are removed).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator
+
+from recrawl.config import Config
+
+LINK_STRUCT = "array<struct<dst_url:string,anchor:string,kind:string>>"
+
+
+def read_payload(warc_file: str, offset: int, max_bytes: int) -> tuple[bytes, str | None, dict]:
+    """The HTTP payload (decoded, capped) and content type of the record at `offset`."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    with open(warc_file, "rb") as fh:
+        fh.seek(offset)
+        for record in ArchiveIterator(fh):
+            headers = record.http_headers
+            ctype = headers.get_header("Content-Type") if headers else None
+            stream = record.content_stream()
+            body = stream.read(max_bytes)
+            meta = {"truncated": bool(stream.read(1))}
+            return body, ctype, meta
+    raise ValueError(f"no WARC record at {warc_file}:{offset}")
+
+
+def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
+    """Parse one partition's fetched rows; yields `pages` rows with nested outlinks."""
+    from recrawl.fingerprint import simhash64, text_hash
+    from recrawl.parsing import parse_html
+
+    for r in sorted(rows, key=lambda x: (x["warc_file"] or "", x["warc_offset"] or 0)):
+        out = {
+            "round_id": r["round_id"], "url": r["url"], "warc_file": r["warc_file"],
+            "warc_offset": r["warc_offset"], "payload_digest": r["payload_digest"],
+            "links": [], "text_len": 0, "outlink_count": 0,
+        }
+        try:
+            body, ctype, _ = read_payload(r["warc_file"], r["warc_offset"], opts["max_bytes"])
+        except Exception as exc:  # a corrupt or truncated WARC is recorded, not fatal
+            out["parse_error"] = f"warc: {type(exc).__name__}: {exc}"[:500]
+            yield out
+            continue
+        base = r["final_url"] or r["url"]
+        page = parse_html(
+            body, ctype or r["content_type"], base,
+            extract_text=opts["extract_text"], norm_rules=opts["norm_rules"],
+            filter_rules=opts["filter_rules"], max_outlinks=opts["max_outlinks"],
+        )
+        text = page.text or ""
+        out.update(
+            title=page.title, lang=page.lang, text=text, text_len=len(text), date=page.date,
+            canonical_url=page.canonical_url, parse_error=page.error,
+            content_hash=text_hash(text) if text else None,
+            simhash=simhash64(text) if text else None,
+        )
+        links = [] if page.meta_robots_nofollow else page.outlinks
+        out["links"] = [{"dst_url": o.url, "anchor": o.anchor, "kind": o.kind} for o in links]
+        out["outlink_count"] = len(out["links"])
+        yield out
+
+
+def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    from recrawl.schemas import PAGES
+    from recrawl.tables import read, replace_round
+    from recrawl.urlnorm import host_key
+    from spark_jobs.common import filter_rules, norm_rules, sql_str
+
+    p = cfg.section("parse")
+    opts = {
+        "max_bytes": int(cfg.get("fetcher.max_decompressed_bytes")),
+        "extract_text": bool(p["extract_text"]),
+        "norm_rules": norm_rules(cfg),
+        "filter_rules": filter_rules(cfg),
+        "max_outlinks": int(p["max_outlinks"]),
+    }
+    fetched = (
+        read(spark, cfg, "fetches")
+        .where(f"round_id = {sql_str(round_id)} AND fetch_status = 'fetched'")
+        .where("warc_file IS NOT NULL")
+        .select("round_id", "url", "final_url", "content_type", "warc_file", "warc_offset",
+                "payload_digest")
+    )
+    from pyspark.sql.types import ArrayType, StringType
+
+    link_t = ArrayType(StructType([
+        StructField("dst_url", StringType()), StructField("anchor", StringType()),
+        StructField("kind", StringType()),
+    ]))
+    out_schema = StructType(list(PAGES.fields) + [StructField("links", link_t)])
+    cols = [f.name for f in out_schema.fields]
+    n_parts = max(1, int(cfg.get("spark.shuffle_partitions")))
+    rdd = (
+        fetched.repartition(n_parts, "warc_file").rdd
+        .mapPartitions(lambda it: parse_rows((r.asDict() for r in it), opts))
+        .map(lambda d: tuple(d.get(c) for c in cols))
+    )
+    parsed = spark.createDataFrame(rdd, out_schema).cache()
+    replace_round(parsed.drop("links"), cfg, "pages", round_id)
+
+    host_udf = F.udf(lambda u: _safe_host(host_key, u), "string")
+    links = (
+        parsed.where("parse_error IS NULL OR size(links) > 0")
+        .select(F.col("url").alias("src_url"), F.explode("links").alias("l"))
+        .select("src_url", "l.dst_url", "l.anchor", "l.kind")
+        .where("src_url != dst_url OR kind = 'canonical'")
+        .dropDuplicates(["src_url", "dst_url"])
+        .withColumn("round_id", F.lit(round_id))
+        .withColumn("src_host", host_udf("src_url"))
+        .withColumn("dst_host", host_udf("dst_url"))
+    )
+    # `links` holds each page's latest outlinks: drop what earlier rounds said for these pages.
+    from delta.tables import DeltaTable
+
+    srcs = parsed.select(F.col("url").alias("src_url")).distinct()
+    (
+        DeltaTable.forPath(spark, cfg.table_path("links")).alias("t")
+        .merge(srcs.alias("s"), f"t.src_url = s.src_url AND t.round_id != {sql_str(round_id)}")
+        .whenMatchedDelete()
+        .execute()
+    )
+    replace_round(links, cfg, "links", round_id)
+    stats = parsed.agg(
+        F.count("*").alias("pages"),
+        F.sum(F.when(F.col("parse_error").isNotNull(), 1).otherwise(0)).alias("parse_errors"),
+        F.sum("outlink_count").alias("outlinks"),
+    ).first()
+    parsed.unpersist()
+    link_count = read(spark, cfg, "links").where(f"round_id = {sql_str(round_id)}").count()
+    return {
+        "pages": int(stats["pages"] or 0),
+        "parse_errors": int(stats["parse_errors"] or 0),
+        "outlinks": link_count,
+    }
+
+
+def _safe_host(fn, url):
+    try:
+        return fn(url)
+    except Exception:
+        return None

@@ -1,0 +1,229 @@
+"""schedule: the round's last step — change rate and next fetch time of each URL it fetched.
+
+Nutch's FetchSchedule applied as a job (DESIGN.md step 7). Rows it schedules: crawldb rows that
+this round's updatedb fetched successfully (`last_round` = the round, `last_fetch_time` = the
+round's logical time, status fetched or duplicate) and that this step has not scheduled yet
+(`scheduled_round` != the round). For each:
+  change_rate      = recrawl.changerate.estimate_from_history(change_history, prior)
+  interval         = the `schedule.policy` (recrawl.schedules) within min/max_interval_days
+  next_fetch_time  = logical date + interval, fetch_interval_s = interval,
+  scheduled_round  = the round
+in one MERGE. Every other row is left alone: updatedb already set the retry times of failures,
+redirects and gone pages, and the intervals of pages fetched in earlier rounds stand.
+
+The `optimal` policy shares `schedule.daily_budget` over every fetched page, not only the
+round's: the driver solves the Lagrange multiplier mu on a (rate x weight) histogram of all
+`fetched` pages (a few thousand rows whatever the crawl size), and each scheduled page then gets
+its interval from mu in a UDF (mu travels in the UDF's closure: one float, the same as a
+broadcast). Duplicates are never generated again (spark_jobs.generate.DUE_STATUSES), so they
+take no share of the budget. Rates of pages outside the round are their stored estimates.
+
+Weights are PageRank scores normalized to mean 1 over the scored pages (our PageRank sums to 1,
+GraphX's to N: dividing by the mean makes both mean 1), so an unscored page, weight 1.0, counts
+as an average page, as recrawl.schedules assumes.
+
+Idempotent: a re-run finds no row left to schedule and commits nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from recrawl.config import Config
+
+POLICY_CODES = {"fixed": 0, "adaptive": 1, "optimal": 2}
+# Only fetched pages are generated again; they are the ones that share the daily budget.
+BUDGET_STATUSES = ("fetched",)
+SCHEDULED_STATUSES = ("fetched", "duplicate")
+# Histogram resolution for mu (recrawl.schedules.rate_weight_bucket): factor 1.33 per step.
+PER_DECADE = 8
+
+
+def build_policy(section: Mapping[str, Any]):
+    """The configured FetchSchedule; the optimal policy's default rate is the prior mean."""
+    from recrawl.schedules import ChangeRateOptimalSchedule, make_schedule
+
+    policy = make_schedule(section["policy"], **section)
+    if isinstance(policy, ChangeRateOptimalSchedule):
+        policy = dataclasses.replace(policy, default_rate=float(section["prior_mean"]))
+    return policy
+
+
+def bucket_sql(rate: str, weight: str, per_decade: int = PER_DECADE) -> str:
+    """Spark SQL of recrawl.schedules.rate_weight_bucket over two numeric columns."""
+
+    def step(x: str) -> str:
+        return (
+            f"CASE WHEN {x} > 0 THEN "
+            f"least(4095, greatest(-4095, floor(log10({x}) * {per_decade}))) ELSE -4095 END"
+        )
+
+    return f"(({step(rate)}) + 4096) * 8192 + (({step(weight)}) + 4096)"
+
+
+def _todo_condition(rid_sql: str, now_sql: str) -> str:
+    """Rows this round fetched and this step has not scheduled (NULL-safe: never NULL)."""
+    statuses = ", ".join(f"'{s}'" for s in SCHEDULED_STATUSES)
+    return (
+        f"coalesce(last_round = {rid_sql} AND last_fetch_time = {now_sql} "
+        f"AND status IN ({statuses}) "
+        f"AND (scheduled_round IS NULL OR scheduled_round != {rid_sql}), false)"
+    )
+
+
+def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
+    """Schedule the round's fetched URLs; returns counts (all ints).
+
+    Counts: scheduled, changed (of them, how many had a meaningful change), policy (code:
+    fixed 0, adaptive 1, optimal 2), mean/min/max interval in seconds and mean_interval_days
+    (rounded); optimal adds population (fetched pages sharing the budget), budget_per_day,
+    planned_fetches_per_day (what the allocation spends: below the budget when every page
+    already sits at the minimum interval) and buckets (histogram rows mu was solved on).
+    """
+    from delta.tables import DeltaTable
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from recrawl.changerate import GammaPrior, estimate_from_history
+    from recrawl.schedules import (
+        SECONDS_PER_DAY,
+        ChangeRateOptimalSchedule,
+        PageState,
+        ScheduleContext,
+        interval_seconds,
+    )
+    from recrawl.tables import read
+    from spark_jobs.common import sql_str, ts_lit
+
+    sch = cfg.section("schedule")
+    policy = build_policy(sch)
+    code = POLICY_CODES[policy.name]
+    prior = GammaPrior(float(sch["prior_mean"]), float(sch["prior_strength"]))
+    rid, now_sql = sql_str(round_id), ts_lit(logical)
+    todo_cond = _todo_condition(rid, now_sql)
+
+    rate_udf = F.udf(lambda h: float(estimate_from_history(h, prior)), "double")
+    db = read(spark, cfg, "crawldb")
+    todo = db.where(todo_cond).withColumn("rate", rate_udf("change_history"))
+
+    counts: dict[str, int] = {"policy": code}
+    ctx = ScheduleContext()
+    mean_score = None
+    if isinstance(policy, ChangeRateOptimalSchedule):
+        budget = float(sch["daily_budget"])
+        statuses = ", ".join(f"'{s}'" for s in BUDGET_STATUSES)
+        pop = db.where(f"status IN ({statuses}) AND last_fetch_time IS NOT NULL")
+        mean_score = pop.agg(F.avg("score")).first()[0]  # avg skips NULLs
+        if mean_score is not None and not mean_score > 0:
+            mean_score = None  # all scores 0: no information, every page counts as average
+        # This round's pages get a fresh estimate; the rest keep the one stored when they were
+        # scheduled (a UDF only where none is stored), so a round costs no Python pass over
+        # the whole crawldb.
+        fresh = pop.where(f"{todo_cond} OR change_rate IS NULL").withColumn(
+            "rate", rate_udf("change_history")
+        )
+        stored = pop.where(f"NOT ({todo_cond}) AND change_rate IS NOT NULL").withColumn(
+            "rate", F.col("change_rate")
+        )
+        weight = _weight_col(mean_score, policy.weight_floor)
+        hist = (
+            fresh.unionByName(stored)
+            .select("rate", weight.alias("w"))
+            .groupBy(F.expr(bucket_sql("rate", "w")).alias("b"))
+            .agg(F.count("*").alias("n"), F.avg("rate").alias("rate"), F.avg("w").alias("w"))
+            .collect()
+        )
+        # A bucket is represented by its pages' mean rate and weight (not the geometric
+        # centre): exact for a bucket of one rate, and within the 1.33 factor otherwise.
+        if hist:
+            alloc = policy.solve(
+                [r["rate"] for r in hist], [r["w"] for r in hist], [r["n"] for r in hist], budget
+            )
+            ctx = ScheduleContext(mu=alloc.mu)
+            counts["planned_fetches_per_day"] = int(round(alloc.used_budget))
+        counts.update(
+            population=int(sum(r["n"] for r in hist)),
+            buckets=len(hist),
+            budget_per_day=int(round(budget)),
+        )
+
+    # No annotations: Spark 4 would read them as a pandas UDF signature.
+    def interval_s(rate, score, interval_s_now, changed, fetch_count):
+        w = None if score is None or mean_score is None else score / mean_score
+        page = PageState(
+            interval_days=None if interval_s_now is None else interval_s_now / SECONDS_PER_DAY,
+            changed=changed,
+            change_rate=rate,
+            score=w,
+            fetch_count=fetch_count or 0,
+        )
+        days = policy.next_interval(page, ctx)
+        if not math.isfinite(days):  # defensive: bounds make this unreachable
+            days = policy.max_interval_days
+        return interval_seconds(days)
+
+    interval_udf = F.udf(interval_s, "bigint")
+    result = (
+        todo.withColumn(
+            "new_interval_s",
+            interval_udf("rate", "score", "fetch_interval_s", "last_changed", "fetch_count"),
+        )
+        .select(
+            "url",
+            F.col("rate").alias("change_rate"),
+            F.col("new_interval_s").alias("fetch_interval_s"),
+            F.expr(f"{now_sql} + make_interval(0, 0, 0, 0, 0, 0, new_interval_s)").alias(
+                "next_fetch_time"
+            ),
+            "last_changed",
+        )
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    stats = result.agg(
+        F.count("*").alias("n"),
+        F.avg("fetch_interval_s").alias("mean"),
+        F.min("fetch_interval_s").alias("lo"),
+        F.max("fetch_interval_s").alias("hi"),
+        F.sum(F.when(F.col("last_changed"), 1).otherwise(0)).alias("changed"),
+    ).first()
+    n = int(stats["n"])
+    counts.update(scheduled=n, changed=int(stats["changed"] or 0))
+    if n:
+        counts.update(
+            mean_interval_s=int(round(stats["mean"])),
+            mean_interval_days=int(round(stats["mean"] / SECONDS_PER_DAY)),
+            min_interval_s=int(stats["lo"]),
+            max_interval_s=int(stats["hi"]),
+        )
+        (
+            DeltaTable.forPath(spark, cfg.table_path("crawldb")).alias("t")
+            .merge(result.alias("s"), "t.url = s.url")
+            # Re-checked at commit time: a concurrent re-run cannot schedule a row twice.
+            .whenMatchedUpdate(
+                condition=f"t.scheduled_round IS NULL OR t.scheduled_round != {rid}",
+                set={
+                    "change_rate": "s.change_rate",
+                    "fetch_interval_s": "s.fetch_interval_s",
+                    "next_fetch_time": "s.next_fetch_time",
+                    "scheduled_round": rid,
+                },
+            )
+            .execute()
+        )
+    result.unpersist()
+    return counts
+
+
+def _weight_col(mean_score: float | None, floor: float):
+    """Importance of a page for the histogram: score / mean score, 1.0 when unscored."""
+    from pyspark.sql import functions as F
+
+    if mean_score is None:
+        return F.lit(1.0)
+    return F.coalesce(
+        F.greatest(F.col("score") / F.lit(float(mean_score)), F.lit(float(floor))), F.lit(1.0)
+    )

@@ -1,0 +1,277 @@
+"""updatedb: MERGE the round's fetch results and newly found links into crawldb.
+
+Status transitions follow Nutch's CrawlDbReducer in spirit:
+  fetched                  -> fetched (or duplicate when dedup marked it), retries reset
+  not_modified             -> fetched (no change recorded)
+  redirect                 -> redirect_perm (301/308) / redirect_temp; the target is added
+  gone (404/410)           -> gone, retried after retry_gone_interval_days
+  robots_denied            -> robots_denied, re-checked after the robots TTL
+  http_error, timeout, dns_error, connect_error
+                           -> retries + 1, `failed` once retries reach max_retries
+  too_large, filtered_type -> failed
+  retry_later, skipped_budget -> unchanged, due again at once
+Change detection happens here because only this MERGE sees the old and new fingerprints side by
+side: a new text hash whose SimHash is within `schedule.trivial_change_distance` of the old one
+(a rotating timestamp) is not a change; a 304 or an identical payload is not a change either.
+Idempotency: each row remembers the last round applied to it (`last_round`); re-running the
+step for a round skips rows that already carry it, and inserts only URLs that are absent.
+Depth is the shortest known path from a seed (min over in-links + 1).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from recrawl.config import Config
+
+TRANSIENT = ("http_error", "timeout", "dns_error", "connect_error")
+
+
+def _status_expr(max_retries: int) -> str:
+    transient = ", ".join(f"'{s}'" for s in TRANSIENT)
+    return f"""CASE
+      WHEN s.fetch_status = 'fetched' THEN CASE WHEN s.is_dup THEN 'duplicate' ELSE 'fetched' END
+      WHEN s.fetch_status = 'not_modified' THEN
+        CASE WHEN t.status = 'duplicate' THEN 'duplicate' ELSE 'fetched' END
+      WHEN s.fetch_status = 'redirect' THEN
+        CASE WHEN s.http_status IN (301, 308) THEN 'redirect_perm' ELSE 'redirect_temp' END
+      WHEN s.fetch_status = 'gone' THEN 'gone'
+      WHEN s.fetch_status = 'robots_denied' THEN 'robots_denied'
+      WHEN s.fetch_status IN ({transient}) THEN
+        CASE WHEN coalesce(t.retries, 0) + 1 >= {max_retries} THEN 'failed' ELSE t.status END
+      WHEN s.fetch_status IN ('too_large', 'filtered_type') THEN 'failed'
+      ELSE t.status END"""
+
+
+def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from recrawl.tables import read
+    from spark_jobs.common import naive_utc, sql_str
+
+    u, sch = cfg.section("updatedb"), cfg.section("schedule")
+    now = naive_utc(logical)
+    now_sql = f"timestamp'{now.isoformat(sep=' ')}'"
+    rid = sql_str(round_id)
+    day = 86400
+    trivial = int(sch["trivial_change_distance"])
+    transient = ", ".join(f"'{s}'" for s in TRANSIENT)
+
+    fetches = read(spark, cfg, "fetches").where(f"round_id = {rid}")
+    pages = read(spark, cfg, "pages").where(f"round_id = {rid}").select(
+        "url", "content_hash", "simhash", "parse_error"
+    )
+    dups = read(spark, cfg, "duplicates").where(f"round_id = {rid}").select(
+        "url", F.lit(True).alias("is_dup")
+    ).dropDuplicates(["url"])
+    src = (
+        fetches.join(pages, "url", "left").join(dups, "url", "left")
+        .withColumn("is_dup", F.coalesce("is_dup", F.lit(False)))
+        .dropDuplicates(["url"])
+    )
+    success = "s.fetch_status IN ('fetched', 'not_modified')"
+    # A meaningful change: new text differs beyond the trivial SimHash distance and the payload
+    # differs. NULL when the URL was not successfully fetched or had no previous capture.
+    changed = f"""CASE
+      WHEN s.fetch_status = 'not_modified' THEN false
+      WHEN s.fetch_status != 'fetched' THEN NULL
+      WHEN t.payload_digest IS NULL AND t.content_hash IS NULL THEN NULL
+      WHEN s.payload_digest = t.payload_digest THEN false
+      WHEN s.content_hash IS NULL OR t.content_hash IS NULL THEN true
+      WHEN s.content_hash = t.content_hash THEN false
+      WHEN s.simhash IS NOT NULL AND t.simhash IS NOT NULL
+           AND bit_count(s.simhash ^ t.simhash) <= {trivial} THEN false
+      ELSE true END"""
+    interval_d = (
+        f"(unix_timestamp({now_sql}) - unix_timestamp(t.last_fetch_time)) / {float(day)}"
+    )
+    history = f"""CASE WHEN ({changed}) IS NOT NULL AND t.last_fetch_time IS NOT NULL
+      THEN slice(concat(coalesce(t.change_history, array()),
+                        array(named_struct('interval_d', {interval_d}, 'changed', ({changed})))),
+                 -32, 32)
+      ELSE t.change_history END"""
+    interval_s = f"coalesce(t.fetch_interval_s, {int(sch['default_interval_days'] * day)})"
+    next_fetch = f"""CASE
+      WHEN {success} OR s.fetch_status = 'redirect'
+        THEN {now_sql} + make_interval(0, 0, 0, 0, 0, 0, {interval_s})
+      WHEN s.fetch_status IN ('gone', 'too_large', 'filtered_type')
+        THEN {now_sql} + make_interval(0, 0, 0, 0, 0, 0, {int(u['retry_gone_interval_days'] * day)})
+      WHEN s.fetch_status IN ({transient})
+        THEN {now_sql} + make_interval(0, 0, 0, 0, 0, 0, {int(u['retry_interval_days'] * day)})
+      WHEN s.fetch_status = 'robots_denied'
+        THEN {now_sql} + make_interval(0, 0, 0, 0, 0, 0,
+                                       {int(cfg.get('fetcher.robots_ttl_s'))})
+      ELSE {now_sql} END"""
+    fetched = "s.fetch_status = 'fetched'"
+    updates = {
+        "status": _status_expr(int(u["max_retries"])),
+        "retries": f"CASE WHEN {success} THEN 0 WHEN s.fetch_status IN ({transient}) "
+                   "THEN coalesce(t.retries, 0) + 1 ELSE t.retries END",
+        "fetch_count": f"coalesce(t.fetch_count, 0) + CASE WHEN {success} THEN 1 ELSE 0 END",
+        "last_fetch_time": f"CASE WHEN {success} THEN {now_sql} ELSE t.last_fetch_time END",
+        "http_status": "coalesce(s.http_status, t.http_status)",
+        "etag": f"CASE WHEN {fetched} THEN s.etag ELSE coalesce(s.etag, t.etag) END",
+        "last_modified": f"CASE WHEN {fetched} THEN s.last_modified "
+                         "ELSE coalesce(s.last_modified, t.last_modified) END",
+        "payload_digest": f"CASE WHEN {fetched} THEN s.payload_digest ELSE t.payload_digest END",
+        "content_hash": f"CASE WHEN {fetched} AND s.content_hash IS NOT NULL "
+                        "THEN s.content_hash ELSE t.content_hash END",
+        "simhash": f"CASE WHEN {fetched} AND s.simhash IS NOT NULL THEN s.simhash "
+                   "ELSE t.simhash END",
+        "last_changed": changed,
+        "change_count": f"coalesce(t.change_count, 0) + "
+                        f"CASE WHEN coalesce(({changed}), false) THEN 1 ELSE 0 END",
+        "change_history": history,
+        "last_change_time": f"CASE WHEN coalesce(({changed}), false) OR "
+                            f"({fetched} AND t.last_change_time IS NULL) THEN {now_sql} "
+                            "ELSE t.last_change_time END",
+        "redirect_to": "CASE WHEN s.fetch_status = 'redirect' THEN s.final_url "
+                       "ELSE t.redirect_to END",
+        "next_fetch_time": next_fetch,
+        "parse_failures": f"CASE WHEN {fetched} AND s.parse_error IS NOT NULL "
+                          "THEN coalesce(t.parse_failures, 0) + 1 "
+                          f"WHEN {fetched} THEN 0 ELSE t.parse_failures END",
+        "generated_round": "NULL",
+        "generated_at": "NULL",
+        "last_round": rid,
+    }
+    crawldb = DeltaTable.forPath(spark, cfg.table_path("crawldb"))
+    (
+        crawldb.alias("t")
+        .merge(src.alias("s"), "t.url = s.url")
+        .whenMatchedUpdate(condition=f"t.last_round IS NULL OR t.last_round != {rid}",
+                           set=updates)
+        .execute()
+    )
+    # Pages that keep breaking the parser are parked (a poison page must not fail every round).
+    max_pf = int(cfg.get("parse.max_parse_failures"))
+    crawldb.update(
+        f"parse_failures >= {max_pf} AND status = 'fetched'",
+        {"status": "'failed'", "next_fetch_time":
+         f"{now_sql} + make_interval(0, 0, 0, 0, 0, 0, {int(u['retry_gone_interval_days'] * day)})"},
+    )
+
+    # New URLs: outlinks and redirect targets, at depth = shortest path from a seed.
+    db = read(spark, cfg, "crawldb").select("url", "depth")
+    links = read(spark, cfg, "links").where(f"round_id = {rid}")
+    link_targets = (
+        links.join(db.withColumnRenamed("url", "src_url"), "src_url")
+        .select(F.col("dst_url").alias("url"), (F.col("depth") + 1).alias("depth"))
+    )
+    redirect_targets = (
+        fetches.where("fetch_status = 'redirect' AND final_url IS NOT NULL "
+                      "AND final_url != url")
+        .join(db, "url")
+        .select(F.col("final_url").alias("url"), F.col("depth"))
+    )
+    max_depth = int(cfg.get("crawl.max_depth"))
+    host_udf = F.udf(_host_or_none, "string")
+    targets = (
+        link_targets.unionByName(redirect_targets)
+        .groupBy("url").agg(F.min("depth").alias("depth"))
+        .where(F.col("depth") <= max_depth)
+        .withColumn("host", host_udf("url"))
+        .where("host IS NOT NULL")
+    )
+    before = spark.read.format("delta").load(cfg.table_path("crawldb")).count()
+    (
+        crawldb.alias("t")
+        .merge(targets.alias("s"), "t.url = s.url")
+        .whenMatchedUpdate(condition="t.depth IS NULL OR s.depth < t.depth",
+                           set={"depth": "s.depth"})
+        .whenNotMatchedInsert(values={
+            "url": "s.url", "host": "s.host", "status": "'unfetched'", "depth": "s.depth",
+            "discovered_at": now_sql, "next_fetch_time": now_sql, "retries": "0",
+            "fetch_count": "0", "change_count": "0", "parse_failures": "0",
+            "fetch_interval_s": str(int(sch["default_interval_days"] * day)),
+        })
+        .execute()
+    )
+    after = spark.read.format("delta").load(cfg.table_path("crawldb")).count()
+    traps = _update_hosts(spark, cfg, now)
+    counts = {
+        r["fetch_status"]: r["n"]
+        for r in src.groupBy("fetch_status").agg(F.count("*").alias("n")).collect()
+    }
+    counts = {f"applied_{k}": v for k, v in counts.items()}
+    counts.update(new_urls=after - before, crawldb_urls=after, trap_hosts=traps)
+    return counts
+
+
+def _host_or_none(url: str) -> str | None:
+    from recrawl.urlnorm import host_key
+
+    try:
+        return host_key(url)
+    except Exception:
+        return None
+
+
+def url_shape(url: str) -> str:
+    """A URL with digit runs and query values masked: calendars and id-driven traps collapse."""
+    import re
+
+    path, _, query = url.partition("?")
+    shape = re.sub(r"\d+", "N", path)
+    if query:
+        keys = sorted(p.split("=", 1)[0] for p in query.split("&"))
+        shape += "?" + "&".join(keys)
+    return shape
+
+
+def _update_hosts(spark, cfg: Config, now: dt.datetime) -> int:
+    """Per-host counters and the trap flag; unfetched URLs of trap hosts become `trap`."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from recrawl.tables import read
+
+    u = cfg.section("updatedb")
+    db = read(spark, cfg, "crawldb")
+    shape_udf = F.udf(url_shape, "string")
+    shapes = (
+        db.withColumn("shape", shape_udf("url")).groupBy("host", "shape").count()
+        .groupBy("host").agg(F.max("count").alias("max_shape"))
+    )
+    stats = (
+        db.groupBy("host").agg(
+            F.count("*").alias("pages_known"),
+            F.sum(F.when(F.col("fetch_count") > 0, 1).otherwise(0)).alias("pages_fetched"),
+        )
+        .join(shapes, "host")
+        .withColumn(
+            "trap_reason",
+            F.when(F.col("pages_known") > int(u["host_page_cap"]), F.lit("page cap"))
+            .when(F.col("max_shape") > int(u["trap_pattern_cap"]), F.lit("repeated url pattern")),
+        )
+        .withColumn("trap", F.col("trap_reason").isNotNull())
+        .withColumn("updated_at", F.lit(now))
+    )
+    (
+        DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
+        .merge(stats.alias("s"), "t.host = s.host")
+        .whenMatchedUpdate(set={
+            "pages_known": "s.pages_known", "pages_fetched": "s.pages_fetched",
+            # a trap flag from dedup (near-duplicate flood) is kept
+            "trap": "s.trap OR coalesce(t.trap, false)",
+            "trap_reason": "coalesce(s.trap_reason, t.trap_reason)",
+            "updated_at": "s.updated_at",
+        })
+        .whenNotMatchedInsert(values={
+            "host": "s.host", "pages_known": "s.pages_known", "pages_fetched": "s.pages_fetched",
+            "trap": "s.trap", "trap_reason": "s.trap_reason", "consecutive_failures": "0",
+            "updated_at": "s.updated_at",
+        })
+        .execute()
+    )
+    trap_hosts = read(spark, cfg, "hosts").where("trap").select("host")
+    n = trap_hosts.count()
+    if n:
+        (
+            DeltaTable.forPath(spark, cfg.table_path("crawldb")).alias("t")
+            .merge(trap_hosts.alias("s"), "t.host = s.host AND t.status = 'unfetched'")
+            .whenMatchedUpdate(set={"status": "'trap'"})
+            .execute()
+        )
+    return n

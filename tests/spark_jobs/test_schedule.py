@@ -1,0 +1,140 @@
+"""schedule job: intervals per policy on a tiny crawldb, rows it must not touch, re-runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from recrawl.changerate import GammaPrior, estimate_from_history
+from recrawl.schedules import ChangeRateOptimalSchedule, rate_weight_bucket
+
+pytestmark = pytest.mark.spark
+
+ROUND = "20260301"
+LOGICAL = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+NOW = LOGICAL.replace(tzinfo=None)
+EARLIER = NOW - dt.timedelta(days=1)
+DAY = 86400
+FAST = [{"interval_d": 1.0, "changed": True}] * 10
+SLOW = [{"interval_d": 1.0, "changed": False}] * 10
+
+
+def _row(url, history, changed, **kw):
+    row = {
+        "url": url, "host": "http://a.test", "status": "fetched", "depth": 1,
+        "last_fetch_time": NOW, "next_fetch_time": NOW + dt.timedelta(days=1),
+        "fetch_interval_s": DAY, "fetch_count": len(history or []) + 1,
+        "change_history": history, "last_changed": changed, "last_round": ROUND,
+    }
+    row.update(kw)
+    return row
+
+
+ROWS = [
+    _row("http://a.test/fast", FAST, True),
+    _row("http://a.test/slow", SLOW, False),
+    _row("http://a.test/new", None, None, fetch_count=1),  # first capture: prior rate
+    _row("http://a.test/dup", SLOW, False, status="duplicate"),
+    # fetched in an earlier round: shares the budget with its stored rate, is not rescheduled
+    _row("http://a.test/old", FAST, True, last_round="20260228", last_fetch_time=EARLIER,
+         change_rate=0.5, next_fetch_time=EARLIER + dt.timedelta(days=1),
+         scheduled_round="20260228"),
+    # failed this round: updatedb already set its retry time
+    _row("http://a.test/gone", SLOW, False, status="gone", last_fetch_time=EARLIER,
+         next_fetch_time=NOW + dt.timedelta(days=30)),
+]
+UNTOUCHED = {"http://a.test/old", "http://a.test/gone"}
+
+
+def _crawldb(spark, cfg, rows=ROWS):
+    from recrawl.schemas import CRAWLDB, TABLES
+    from recrawl.tables import conform, create_table
+
+    create_table(spark, cfg, TABLES["crawldb"])
+    conform(spark.createDataFrame(rows, CRAWLDB), "crawldb").write.format("delta").mode(
+        "append"
+    ).save(cfg.table_path("crawldb"))
+
+
+def _rows(spark, cfg):
+    df = spark.read.format("delta").load(cfg.table_path("crawldb"))
+    return {r["url"]: r.asDict(recursive=True) for r in df.collect()}
+
+
+def _schedule(spark, cfg):
+    from spark_jobs import schedule
+
+    return schedule.run(spark, cfg, ROUND, LOGICAL)
+
+
+def test_optimal_fast_page_gets_shorter_interval_and_rerun_changes_nothing(spark, cfg):
+    cfg = cfg.with_overrides({"schedule.policy": "optimal", "schedule.daily_budget": 3})
+    _crawldb(spark, cfg)
+    before = _rows(spark, cfg)
+    counts = _schedule(spark, cfg)
+    after = _rows(spark, cfg)
+
+    assert counts["scheduled"] == 4 and counts["policy"] == 2
+    assert counts["population"] == 4  # fast, slow, new, old: duplicates are never refetched
+    assert all(isinstance(v, int) for v in counts.values())
+    fast, slow = after["http://a.test/fast"], after["http://a.test/slow"]
+    assert fast["fetch_interval_s"] < after["http://a.test/new"]["fetch_interval_s"]
+    assert after["http://a.test/new"]["fetch_interval_s"] < slow["fetch_interval_s"]
+    # The same allocation the pure solver makes over the same pages and budget.
+    prior = GammaPrior(0.1, 2.0)
+    rates = {u: estimate_from_history(r["change_history"], prior) for u, r in before.items()}
+    rates["http://a.test/old"] = 0.5  # stored estimate, not re-derived
+    expected = ChangeRateOptimalSchedule(daily_budget=3).allocate(
+        [(u, rates[u], None) for u in ("http://a.test/fast", "http://a.test/slow",
+                                        "http://a.test/new", "http://a.test/old")]
+    )
+    for url in ("http://a.test/fast", "http://a.test/slow", "http://a.test/new"):
+        row = after[url]
+        assert row["fetch_interval_s"] == pytest.approx(expected[url] * DAY, abs=1)
+        assert row["change_rate"] == pytest.approx(rates[url])
+        assert row["next_fetch_time"] == NOW + dt.timedelta(seconds=row["fetch_interval_s"])
+        assert row["scheduled_round"] == ROUND
+    assert after["http://a.test/dup"]["scheduled_round"] == ROUND  # scheduled, no budget share
+    for url in UNTOUCHED:
+        assert after[url] == before[url]
+
+    again = _schedule(spark, cfg)
+    assert again["scheduled"] == 0
+    assert _rows(spark, cfg) == after
+
+
+@pytest.mark.parametrize(
+    ("policy", "fast_days", "slow_days"),
+    [("adaptive", 0.8, 1.4), ("fixed", 1.0, 1.0)],  # Nutch's inc 0.4 / dec 0.2; the default
+)
+def test_adaptive_and_fixed(spark, cfg, policy, fast_days, slow_days):
+    cfg = cfg.with_overrides({"schedule.policy": policy})
+    _crawldb(spark, cfg, ROWS[:3])
+    counts = _schedule(spark, cfg)
+    after = _rows(spark, cfg)
+    assert counts["scheduled"] == 3 and counts["policy"] == {"adaptive": 1, "fixed": 0}[policy]
+    assert after["http://a.test/fast"]["fetch_interval_s"] == round(fast_days * DAY)
+    assert after["http://a.test/slow"]["fetch_interval_s"] == round(slow_days * DAY)
+    assert after["http://a.test/new"]["fetch_interval_s"] == DAY  # unknown outcome keeps it
+    assert after["http://a.test/fast"]["change_rate"] > after["http://a.test/slow"]["change_rate"]
+
+
+def test_bucket_sql_matches_rate_weight_bucket(spark):
+    from pyspark.sql import functions as F
+
+    from spark_jobs.schedule import bucket_sql
+
+    values = [(0.0, 1.0), (None, None), (1e-3, 0.5), (2.55, 1.0), (0.1, 37.0), (1e9, 1e-9)]
+    df = spark.createDataFrame(values, "rate double, w double")
+    got = [r[0] for r in df.select(F.expr(bucket_sql("rate", "w"))).collect()]
+    assert got == [rate_weight_bucket(r, w) for r, w in values]
+
+
+def test_every_policy_builds_from_the_default_section(cfg):
+    from spark_jobs.schedule import build_policy
+
+    section = dict(cfg.section("schedule"))
+    for name in ("fixed", "adaptive", "optimal"):
+        assert build_policy({**section, "policy": name}).name == name
+    assert build_policy({**section, "policy": "optimal"}).default_rate == section["prior_mean"]
