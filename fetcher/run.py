@@ -309,8 +309,11 @@ class Fetcher:
                 if self._sched.finished(now):
                     self._cond.notify_all()
                     return None
+                # Sleep until the soonest queue is due; if none is (or the due one may not
+                # start any more), until a release notifies us.
                 t = self._sched.next_ready_time()
-                self._cond.wait(1.0 if t is None else min(1.0, max(0.0, t - now)))
+                wait = t - now if t is not None and t > now else 1.0
+                self._cond.wait(min(1.0, wait))
 
     def _finish(self, key: str, slot: _Slot) -> None:
         s = self.settings
@@ -481,9 +484,7 @@ class Fetcher:
         if self.settings.per_ip and target_host.ip is None and self._resolve(target_host):
             target_host.queue_key = target_host.ip or target_host.key
         owner = self._hosts[task.owner or ""]
-        # Under the scheduler lock only in _finish; here we are the only user of this slot,
-        # and the target queue is touched through the condition-protected scheduler.
-        with self._cond:
+        with self._cond:  # another host's queue: only under the scheduler lock
             self._sched.push_front(target_host.queue_key, [hop])
             if target_host.queue_key != owner.queue_key:
                 self._sched.block(owner.queue_key)

@@ -63,8 +63,12 @@ def summary(spark, cfg: Config) -> list[str]:
     fs = read(spark, cfg, "fetches")
     fst = {r["fetch_status"]: r["n"] for r in fs.groupBy("fetch_status").agg(F.count("*").alias("n")).collect()}
     lines.append("fetch statuses (all rounds): " + ", ".join(f"{k}={v}" for k, v in sorted(fst.items())))
-    lines.append(f"links: {read(spark, cfg, 'links').count()}, duplicates: {read(spark, cfg, 'duplicates').count()}, "
-                 f"hosts: {read(spark, cfg, 'hosts').count()}, trap hosts: {read(spark, cfg, 'hosts').where('trap').count()}")
+    hosts = read(spark, cfg, "hosts")
+    lines.append(
+        f"links: {read(spark, cfg, 'links').count()}, "
+        f"duplicates: {read(spark, cfg, 'duplicates').count()}, "
+        f"hosts: {hosts.count()}, trap hosts: {hosts.where('trap').count()}"
+    )
     return lines
 
 

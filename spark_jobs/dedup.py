@@ -274,7 +274,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
                 F.lit("exact").alias("kind"), F.lit(0).alias("distance"))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    exact.count()
 
     # Near: everything but the exact duplicates (each exact group joins with its survivor).
     near_in = cands.join(F.broadcast(exact.select("url")), "url", "left_anti").select(
@@ -282,8 +281,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     nd = near_duplicate_pairs_df(near_in, k, layout, cap, carry=("rank_key",), prune=small)
     nd.rows.persist(StorageLevel.MEMORY_AND_DISK)
+    pairs = nd.pairs.persist(StorageLevel.MEMORY_AND_DISK)
     # Orient: the page with the larger key loses; keep its best-ranked neighbour.
-    oriented = nd.pairs.select(
+    oriented = pairs.select(
         F.when(F.col("rank_key_1") < F.col("rank_key_2"), F.col("u2")).otherwise(F.col("u1"))
         .alias("url"),
         F.struct(
@@ -305,9 +305,11 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     replace_round(dups, cfg, "duplicates", round_id)
     by_kind = dups.groupBy("kind").agg(F.count("*").alias("n")).collect()
     counts = {r["kind"]: r["n"] for r in by_kind}
-    near_pairs = nd.pairs.count()
-    capped_buckets = nd.capped_buckets.count()
-    capped_pages = nd.capped_pages.where("is_new").count()
+    near_pairs = pairs.count()
+    capped = nd.rows.where("capped").agg(
+        F.count_distinct("tbl", "key").alias("buckets"),
+        F.count_distinct(F.when(F.col("is_new"), F.col("url"))).alias("pages"),
+    ).first()
 
     # Trap: a host whose new pages are mostly duplicates (a near-duplicate flood).
     frac = float(d["trap_near_dup_fraction"])
@@ -319,24 +321,24 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .select("host", F.lit(True).alias("trap"),
                 F.lit("near-duplicate flood").alias("trap_reason"))
     )
-    trap_hosts = per_host.count()
-    if trap_hosts:
+    trap_rows = per_host.collect()
+    if trap_rows:
         (
             DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
-            .merge(per_host.alias("s"), "t.host = s.host")
+            .merge(spark.createDataFrame(trap_rows, per_host.schema).alias("s"), "t.host = s.host")
             .whenMatchedUpdate(set={"trap": "s.trap", "trap_reason": "s.trap_reason"})
             .whenNotMatchedInsert(values={"host": "s.host", "trap": "s.trap",
                                           "trap_reason": "s.trap_reason"})
             .execute()
         )
-    for df in (new, exact, nd.rows, dups):
+    for df in (new, exact, nd.rows, pairs, dups):
         df.unpersist()
     return {
         "new_pages": new_pages,
         "exact": counts.get("exact", 0),
         "near": counts.get("near", 0),
         "near_pairs": near_pairs,
-        "capped_buckets": capped_buckets,
-        "capped_pages": capped_pages,
-        "trap_hosts": trap_hosts,
+        "capped_buckets": int(capped["buckets"]),
+        "capped_pages": int(capped["pages"]),
+        "trap_hosts": len(trap_rows),
     }

@@ -33,7 +33,7 @@ def fetch_partition(
     """The per-task body: fetch the partition's URLs and yield (kind, json) records."""
     from pyspark import TaskContext
 
-    from fetcher import FetchItem, Fetcher, FetchSettings
+    from fetcher import Fetcher, FetchItem, FetchSettings
 
     rows = list(rows)
     if not rows:

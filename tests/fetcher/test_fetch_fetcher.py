@@ -7,10 +7,10 @@ import time
 from datetime import UTC, datetime
 
 import pytest
+from conftest import local_settings, response
 from warcio.archiveiterator import ArchiveIterator
 
-from conftest import local_settings, response
-from fetcher import FetchItem, Fetcher
+from fetcher import Fetcher, FetchItem
 from fetcher.classify import sha1_digest
 from fetcher.models import FETCH_COLUMNS
 

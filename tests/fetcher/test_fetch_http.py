@@ -8,8 +8,8 @@ import threading
 import time
 
 import pytest
-
 from conftest import response
+
 from fetcher.dns import SSRFGuard
 from fetcher.http import HostConnection, perform
 

@@ -9,13 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import local_settings
 from warcio.archiveiterator import ArchiveIterator
 
-from conftest import local_settings
-from fetcher import FetchItem, Fetcher
+from fetcher import Fetcher, FetchItem
 from fetcher.classify import sha1_digest
-from simweb import SimWeb
-from simweb import audit
+from simweb import SimWeb, audit
 from simweb.hostile import ROBOTS_RULES_CASES
 
 BIN = Path(sys.executable).parent
