@@ -380,7 +380,8 @@ def _run(conn: HostConnection, ex: Exchange, cap: _Capture, target: str,
         ex.truncated, ex.error = "disconnect", f"disconnect: {_short(exc)}"
     if ex.truncated is None and (not ex.complete or cap.seen - head_len > max_body):
         ex.truncated = "length"
-    ex.body = bytes(cap.response[head_len:])
+    ex.body = bytes(memoryview(cap.response)[head_len:])
+    cap.response = bytearray()  # one copy of the body at a time
     ex.decoded_bytes = decoder.decoded
     ex.kept = bytes(decoder.kept)
     ex.decode_error = decoder.error

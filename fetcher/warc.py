@@ -151,12 +151,33 @@ def _as_warc_date(value: str | None) -> str | None:
     return warc_date(dt)
 
 
+class _GzipMember:
+    """File-like sink compressing what warcio writes into one gzip member as it arrives, so
+    a record is never held uncompressed in full a second time."""
+
+    def __init__(self, level: int) -> None:
+        self._comp = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        out = self._comp.compress(data)
+        if out:
+            self._parts.append(out)
+        return len(data)
+
+    def flush(self) -> None:
+        """warcio flushes after each record; the member is finished in :meth:`finish`."""
+
+    def finish(self) -> bytes:
+        self._parts.append(self._comp.flush())
+        return b"".join(self._parts)
+
+
 def serialize(record: ArcWarcRecord, level: int) -> bytes:
     """One record as one gzip member."""
-    buf = BytesIO()
-    WARCWriter(buf, gzip=False, warc_version=WARC_VERSION).write_record(record)
-    comp = zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS | 16)
-    return comp.compress(buf.getvalue()) + comp.flush()
+    sink = _GzipMember(level)
+    WARCWriter(sink, gzip=False, warc_version=WARC_VERSION).write_record(record)
+    return sink.finish()
 
 
 def payload_digest(record: ArcWarcRecord) -> str | None:

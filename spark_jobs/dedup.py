@@ -128,6 +128,10 @@ def near_duplicate_pairs_df(
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    from recrawl.fingerprint import parse_layout
+
+    if parse_layout(layout, k).n_tables > 63:  # cmask is one bigint
+        raise ValueError(f"layout {layout!r} has more than 63 tables")
     keys = (
         df.where(F.col("simhash").isNotNull())
         .select("url", "simhash", "is_new", *carry,

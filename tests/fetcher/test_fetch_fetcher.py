@@ -80,7 +80,7 @@ def test_delay_is_kept_after_the_response_end(tmp_path, raw_server):
     run(tmp_path, [FetchItem(f"{base}/{i}") for i in range(3)], min_delay_s=0.3)
     starts = [t for p, _, t in srv.log if p != "/robots.txt"]
     # each page is answered 0.2 s after it starts, so starts are >= 0.2 + 0.3 apart
-    assert all(b - a >= 0.5 - 0.02 for a, b in zip(starts, starts[1:]))
+    assert all(b - a >= 0.5 - 0.02 for a, b in zip(starts, starts[1:], strict=False))
 
 
 def test_conditional_get_304_is_not_modified_with_a_revisit_record(tmp_path, raw_server):
@@ -230,7 +230,7 @@ def test_same_host_redirects_follow_with_the_delay_and_cross_host_is_recorded(tm
     assert chain["fetch_status"] == "redirect" and chain["error"] == "too many redirects"
     assert chain["final_url"] == f"{base}/n3" and len(chain["redirect_chain"]) == 3
     starts = [t for _, _, t in srv.log]
-    assert all(b - a >= 0.15 - 0.02 for a, b in zip(starts, starts[1:]))
+    assert all(b - a >= 0.15 - 0.02 for a, b in zip(starts, starts[1:], strict=False))
     rec = record_at(r1["warc_file"], r1["warc_offset"])
     assert rec.rec_headers.get_header("WARC-Target-URI") == f"{base}/final"
 
@@ -268,7 +268,7 @@ def test_failures_back_off_and_the_limit_defers_the_host(tmp_path, raw_server):
     assert st[:3] == [("http_error", "http 500")] * 3
     assert st[3:] == [("retry_later", "host failures")] * 2
     starts = [t for p, _, t in srv.log if p != "/robots.txt"]
-    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
     assert gaps[0] >= 0.2 - 0.02 and gaps[1] >= 0.4 - 0.02  # 0.2 * 2**(k-1)
     assert out.hosts[0]["consecutive_failures"] == 3 and out.hosts[0]["errors"] == 3
 
@@ -289,7 +289,7 @@ def test_per_ip_mode_shares_one_queue_across_hosts(tmp_path, raw_server):
     out = run(tmp_path, items, per_ip=True, min_delay_s=0.1)
     assert {r["fetch_status"] for r in out.rows} == {"fetched"}
     starts = sorted(t for _, _, t in srv.log)
-    assert all(b - a >= 0.1 - 0.02 for a, b in zip(starts, starts[1:]))
+    assert all(b - a >= 0.1 - 0.02 for a, b in zip(starts, starts[1:], strict=False))
     assert len(srv.log) == 9  # 3 robots + 6 pages, one at a time across the three names
 
 

@@ -1,0 +1,103 @@
+"""pagerank: PageRank over the current link graph into `scores`, crawldb priorities and host ranks.
+
+The graph is the latest outlinks of each page (`links` keeps only those), with self-links and
+duplicate edges removed and duplicates collapsed onto their survivor. Vertices get integer ids
+for the iteration (recrawl.graph). Results: `scores` (replaced), `crawldb.score` for every
+ranked URL, `crawldb.inlink_score` (Σ rank/out-degree over known in-links — the estimate
+generate uses for URLs not ranked yet), and `hosts.host_rank` (sum of page ranks).
+Runs on its own cadence; a round never waits for it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from recrawl.config import Config
+
+
+def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
+    from delta.tables import DeltaTable
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from recrawl.graph import pagerank
+    from recrawl.tables import overwrite, read
+
+    p = cfg.section("pagerank")
+    links = read(spark, cfg, "links").select("src_url", "dst_url")
+    # Collapse duplicates onto their survivor (latest verdict per URL).
+    latest = Window.partitionBy("url").orderBy(F.col("round_id").desc())
+    dup = (
+        read(spark, cfg, "duplicates").withColumn("n", F.row_number().over(latest))
+        .where("n = 1").select("url", "canonical_url")
+    )
+
+    def canon(col: str):
+        return (
+            F.coalesce(F.col(f"{col}_c"), F.col(col)).alias(col)
+        )
+
+    edges_url = (
+        links.join(dup.withColumnRenamed("url", "src_url").withColumnRenamed("canonical_url", "src_url_c"),
+                   "src_url", "left")
+        .join(dup.withColumnRenamed("url", "dst_url").withColumnRenamed("canonical_url", "dst_url_c"),
+              "dst_url", "left")
+        .select(canon("src_url"), canon("dst_url"))
+        .where("src_url != dst_url").distinct()
+    )
+    urls = (
+        edges_url.select(F.col("src_url").alias("url"))
+        .union(edges_url.select(F.col("dst_url").alias("url"))).distinct()
+    )
+    ids = urls.withColumn("id", F.monotonically_increasing_id()).cache()
+    edges = (
+        edges_url.join(ids.withColumnRenamed("url", "src_url").withColumnRenamed("id", "src"), "src_url")
+        .join(ids.withColumnRenamed("url", "dst_url").withColumnRenamed("id", "dst"), "dst_url")
+        .select("src", "dst")
+    )
+    res = pagerank(
+        spark, ids.select("id"), edges, damping=float(p["damping"]),
+        max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]),
+    )
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    scores = res.ranks.join(ids, "id").select("url", "pagerank", F.lit(now).alias("computed_at")).cache()
+    overwrite(scores, cfg, "scores")
+    # Estimated priority for URLs not ranked as fetched pages: Σ rank / out-degree of in-links.
+    outdeg = edges_url.groupBy("src_url").agg(F.count("*").alias("deg"))
+    inlink = (
+        edges_url.join(outdeg, "src_url")
+        .join(scores.withColumnRenamed("url", "src_url"), "src_url")
+        .groupBy(F.col("dst_url").alias("url"))
+        .agg(F.sum(F.col("pagerank") / F.col("deg")).alias("inlink_score"))
+    )
+    upd = scores.select("url", "pagerank").join(inlink, "url", "full")
+    (
+        DeltaTable.forPath(spark, cfg.table_path("crawldb")).alias("t")
+        .merge(upd.alias("s"), "t.url = s.url")
+        .whenMatchedUpdate(set={"score": "s.pagerank", "inlink_score": "s.inlink_score"})
+        .execute()
+    )
+    from recrawl.urlnorm import host_key
+
+    host_udf = F.udf(lambda u: _safe(host_key, u), "string")
+    host_rank = scores.withColumn("host", host_udf("url")).groupBy("host").agg(
+        F.sum("pagerank").alias("host_rank")
+    ).where("host IS NOT NULL")
+    (
+        DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
+        .merge(host_rank.alias("s"), "t.host = s.host")
+        .whenMatchedUpdate(set={"host_rank": "s.host_rank"})
+        .whenNotMatchedInsert(values={"host": "s.host", "host_rank": "s.host_rank"})
+        .execute()
+    )
+    n = scores.count()
+    scores.unpersist()
+    ids.unpersist()
+    return {"vertices": n, "edges": edges.count(), "iterations": res.iterations}
+
+
+def _safe(fn, url):
+    try:
+        return fn(url)
+    except Exception:
+        return None
