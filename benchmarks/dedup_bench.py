@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import math
 import multiprocessing as mp
 import os
 import random
@@ -225,7 +224,7 @@ def simweb_eval() -> dict:
 
     from recrawl.fingerprint import near_duplicate_pairs, simhash64, text_hash
     from recrawl.parsing import parse_html
-    from recrawl.survivor import split_survivor
+    from recrawl.survivor import DEFAULT_ORDER, sort_key, split_survivor
     from simweb import SimWeb
 
     web = SimWeb(seed=42)
@@ -263,10 +262,7 @@ def simweb_eval() -> dict:
         survivors[best["url"]] = pages[best["url"]][1]
         for r in rest:
             verdict[r["url"]] = (best["url"], "exact")
-    from recrawl.survivor import sort_key, validate_order
-
-    order = validate_order(None or ("score", "https", "url_length", "first_seen"))
-    rank = {u: sort_key({"url": u}, order) for u in survivors}
+    rank = {u: sort_key({"url": u}, DEFAULT_ORDER) for u in survivors}
     fps = {u: s for u, s in survivors.items() if s is not None}
     best_near: dict[str, str] = {}
     for a, b in near_duplicate_pairs(fps, K, "6c3"):
@@ -305,6 +301,10 @@ def simweb_eval() -> dict:
     for g in exact_truth + near_truth:
         same_true.update(tuple(sorted(p)) for p in itertools.combinations(sorted(g), 2))
     out["pairs"] = precision_recall(same_pred, same_true) + (len(same_pred), len(same_true))
+    out["missed"] = sorted(
+        (a, b, hamming(pages[a][1], pages[b][1]) if a in pages and b in pages else None)
+        for a, b in same_true - same_pred
+    )
     return out
 
 
@@ -349,14 +349,21 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     measured: dict[int, dict] = {}
 
-    def simhash_at(n: int, fps_all: list[int] | None = None) -> dict:
+    def simhash_at(n: int) -> dict:
+        """SimhashIndex at size n (memoized), with precision and recall vs its truth."""
         if n not in measured:
-            fps_n, truth_n = (fps_all, None) if fps_all is not None else make_fingerprints(
-                n, args.seed)
+            fps_n, truth_n = make_fingerprints(n, args.seed)
             r = run_simhash_index(fps_n)
-            r["truth"] = truth_n
+            r["truth"] = len(truth_n)
+            r["pr"] = precision_recall(r["found"], truth_n)
             measured[n] = r
         return measured[n]
+
+    def simhash_line(n: int, h: dict, note: str = "") -> None:
+        p, r = h["pr"]
+        print(f"{n:>9} {'SimhashIndex k=3':<18} {h['time']:>8.1f} {_mb(h['rss']):>9} "
+              f"{'-':>10} {'-':>8} {'-':>7} {h['cand']:>11,} {len(h['found']):>7} "
+              f"{h['truth']:>7} {p:>6.3f} {r:>6.3f}{note}", flush=True)
 
     with tempfile.TemporaryDirectory() as work:
         for n in sizes:
@@ -368,26 +375,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"{s['cand']:>11,} {len(s['found']):>7} {len(truth):>7} {p:>6.3f} {r:>6.3f}"
                   + (f"  capped buckets {s['capped']}" if s["capped"] else ""), flush=True)
             if n <= args.simhash_max:
-                h = simhash_at(n, fps)
-                p, r = precision_recall(h["found"], truth)
-                print(f"{n:>9} {'SimhashIndex k=3':<18} {h['time']:>8.1f} {_mb(h['rss']):>9} "
-                      f"{'-':>10} {'-':>8} {'-':>7} {h['cand']:>11,} {len(h['found']):>7} "
-                      f"{len(truth):>7} {p:>6.3f} {r:>6.3f}", flush=True)
+                simhash_line(n, simhash_at(n))
             else:
-                # t = a n + b n^2 through two measured sizes
+                # t = a n + b n^2 through two measured sizes (build is linear; bucket scans
+                # grow with n^2 / 2^16); memory is linear
                 n2 = args.simhash_max
                 n1 = n2 // 2
                 h1, h2 = simhash_at(n1), simhash_at(n2)
-                for m, h in ((n1, h1), (n2, h2)):
-                    p, r = precision_recall(h["found"], make_fingerprints(m, args.seed)[1])
-                    print(f"{m:>9} {'SimhashIndex k=3':<18} {h['time']:>8.1f} "
-                          f"{_mb(h['rss']):>9} {'-':>10} {'-':>8} {'-':>7} {h['cand']:>11,} "
-                          f"{len(h['found']):>7} {'':>7} {p:>6.3f} {r:>6.3f}  (measured)")
-                b = (h2["time"] / n2 - h1["time"] / n1) / (n2 - n1)
-                b = max(b, 0.0)
+                simhash_line(n1, h1, "  (measured)")
+                simhash_line(n2, h2, "  (measured)")
+                b = max((h2["time"] / n2 - h1["time"] / n1) / (n2 - n1), 0.0)
                 a = h2["time"] / n2 - b * n2
                 t = a * n + b * n * n
-                rss = h2["rss"] * n / n2
+                rss = h1["rss"] + (h2["rss"] - h1["rss"]) * (n - n1) / (n2 - n1)
                 cand = h2["cand"] * (n / n2) ** 2
                 print(f"{n:>9} {'SimhashIndex k=3':<18} {'~' + format(t, '.0f'):>8} "
                       f"{'~' + _mb(rss):>9} {'-':>10} {'-':>8} {'-':>7} "
@@ -409,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
         p, r, npred, ntrue = w["pairs"]
         print(f"  pairs judged the same: {npred} (truth {ntrue})  precision {p:.3f}  "
               f"recall {r:.3f}")
+        for a, b, dist in w["missed"]:
+            print(f"    missed pair {a} {b}: SimHash distance {dist} (each is near the group's"
+                  " other pages; the dedup links them through those)")
     return 0
 
 

@@ -10,8 +10,12 @@ subprocess so its peak RSS is its own (the child's ``ru_maxrss``). For every pag
 * "limit %": how close each crawler came to it, from the *server's* request log: per host,
   (requests - 1) / (last start - first start), summed over hosts, divided by the limit;
 * pages/s: HTML pages fetched (200) per second of the crawler's wall time;
-* peak RSS of the crawler process (should stay flat as pages grow: bodies are capped and
-  streamed, never held whole beyond the cap).
+* CPU % of the crawler process (user + system time over wall time; 200 % = both cores of a
+  2-core machine), to show when a run is CPU-bound rather than politeness-bound;
+* peak RSS of the crawler process. Bodies are read in 64 KiB steps and kept up to the body cap
+  (``max_body_bytes``, 2 MiB, the same cap given to Scrapy as DOWNLOAD_MAXSIZE), so memory
+  grows with the page size only until the cap and is flat beyond it (try ``--page-kb
+  1000,4000,16000``); below the cap it is about threads x a few copies of one page.
 
 Scrapy runs with equivalent settings: ROBOTSTXT_OBEY, CONCURRENT_REQUESTS = --threads,
 CONCURRENT_REQUESTS_PER_DOMAIN=1, DOWNLOAD_DELAY = --delay, RANDOMIZE_DOWNLOAD_DELAY=False,
@@ -32,6 +36,7 @@ built once per size, so serving stays cheap).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -108,11 +113,13 @@ SCRAPY_SPIDER = textwrap.dedent('''
     t0 = time.monotonic()
     process.crawl(crawler, urls=urls)
     process.start()
+    ru = resource.getrusage(resource.RUSAGE_SELF)
     print(json.dumps({"pages": crawler.spider.pages, "elapsed": time.monotonic() - t0,
-                      "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+                      "peak_rss": ru.ru_maxrss * 1024, "cpu": ru.ru_utime + ru.ru_stime}))
 ''')
 
 
+@functools.cache
 def _pad_blob(kb: int) -> bytes:
     from simweb.text import paragraph
 
@@ -126,9 +133,11 @@ def _pad_blob(kb: int) -> bytes:
 
 
 def _padding_dispatch(original, size: dict[str, int]):
-    """Wrap a dispatch function so normal-site HTML 200 responses are ``size["kb"]`` KiB."""
-    blobs: dict[int, bytes] = {}
+    """Wrap a dispatch function so normal-site HTML 200 responses are ``size["kb"]`` KiB.
 
+    The page is sent as a stream of its own bytes plus a slice of a shared pad (no per-request
+    copy), so that serving big pages costs the server little CPU.
+    """
     def dispatch(req):
         resp = original(req)
         kb = size["kb"]
@@ -136,8 +145,9 @@ def _padding_dispatch(original, size: dict[str, int]):
         if (kb and req.host.startswith("site") and resp.status == 200
                 and ctype.startswith("text/html") and resp.stream is None
                 and len(resp.body) < kb * 1024):
-            blob = blobs.get(kb) or blobs.setdefault(kb, _pad_blob(kb))
-            resp.body = resp.body + blob[: kb * 1024 - len(resp.body)]
+            pad = memoryview(_pad_blob(kb))[: kb * 1024 - len(resp.body)]
+            resp.stream, resp.length = [resp.body, pad], len(resp.body) + len(pad)
+            resp.body = b""
         return resp
 
     return dispatch
@@ -167,9 +177,9 @@ def _fetcher_child(cfg: dict) -> None:
         elapsed = time.monotonic() - t0
         warc_bytes = sum(os.path.getsize(f) for f in out.warc_files)
     pages = sum(1 for r in out.rows if r["fetch_status"] == "fetched" and r["http_status"] == 200)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"pages": pages, "elapsed": elapsed, "peak_rss": peak,
-                      "warc_bytes": warc_bytes}))
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"pages": pages, "elapsed": elapsed, "peak_rss": ru.ru_maxrss * 1024,
+                      "warc_bytes": warc_bytes, "cpu": ru.ru_utime + ru.ru_stime}))
 
 
 def _limit_use(log: list[dict], delays: dict[str, float]) -> float:
@@ -226,8 +236,8 @@ def main() -> None:
               "(HTML comment of generated prose)")
         print(f"politeness limit: sum(1/delay) = {limit:.1f} requests/s\n")
         header = (f"{'page':>7} | {'limit r/s':>9} | {'ours p/s':>8} {'limit %':>7} "
-                  f"{'RSS MiB':>7} {'WARC MB':>7} | {'scrapy p/s':>10} {'limit %':>7} "
-                  f"{'RSS MiB':>7}")
+                  f"{'RSS MiB':>7} {'CPU %':>5} {'WARC MB':>7} | {'scrapy p/s':>10} "
+                  f"{'limit %':>7} {'RSS MiB':>7} {'CPU %':>5}")
         print(header)
         print("-" * len(header))
         with tempfile.TemporaryDirectory() as tmp:
@@ -237,8 +247,9 @@ def main() -> None:
             Path(spider).write_text(SCRAPY_SPIDER)
             for kb in sizes:
                 size["kb"] = kb
+                _pad_blob(kb)  # build the pad before any crawler waits on it
                 cfg = {"urls": url_file, "ua": USER_AGENT, "delay": args.delay,
-                       "threads": args.threads, "max_body": max(2 << 20, (kb + 64) * 1024),
+                       "threads": args.threads, "max_body": FetchSettings().max_body_bytes,
                        "gzip_level": gzip_level}
                 me = [sys.executable, __file__, "--cfg", json.dumps(cfg), "--child"]
                 web.clear_log()
@@ -247,16 +258,18 @@ def main() -> None:
                 ours_use = _limit_use(web.request_log(), delays)
                 line = (f"{kb:>5}KB | {limit:>9.1f} | {ours['pages'] / ours['elapsed']:>8.1f} "
                         f"{ours_use * 100:>6.1f}% {ours_rss / 2**20:>7.0f} "
+                        f"{ours['cpu'] / ours['elapsed'] * 100:>5.0f} "
                         f"{ours['warc_bytes'] / 1e6:>7.1f} |")
                 if args.no_scrapy:
-                    print(line + f" {'-':>10} {'-':>7} {'-':>7}", flush=True)
+                    print(line + f" {'-':>10} {'-':>7} {'-':>7} {'-':>5}", flush=True)
                     continue
                 web.clear_log()
                 sc = _run_child([sys.executable, spider, json.dumps(cfg)])
                 sc_rss = sc["peak_rss"]
                 sc_use = _limit_use(web.request_log(), delays)
                 print(line + f" {sc['pages'] / sc['elapsed']:>10.1f} {sc_use * 100:>6.1f}% "
-                      f"{sc_rss / 2**20:>7.0f}", flush=True)
+                      f"{sc_rss / 2**20:>7.0f} {sc['cpu'] / sc['elapsed'] * 100:>5.0f}",
+                      flush=True)
     finally:
         web.stop()
 

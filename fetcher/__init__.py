@@ -2,10 +2,13 @@
 
 Knows nothing of Spark: the fetch job calls ``Fetcher(settings, warc_dir, prefix).run(items)``
 inside ``mapPartitions`` and writes the returned rows. Modules, one concern each:
-``settings`` (configuration), ``models`` (items, rows, outcome), ``scheduler`` (Mercator back
-queues), ``robots`` (RFC 9309 over Protego), ``dns`` (resolution and SSRF guard), ``http`` (one
-captured exchange), ``decoding`` (bomb guard), ``classify`` (status decisions), ``warc`` (WARC
-writer), ``run`` (the Fetcher).
+
+* ``settings`` -- configuration; ``models`` -- items, rows, outcome;
+* ``scheduler`` -- Mercator back queues and the heap; ``run`` -- the Fetcher itself;
+* ``robots`` -- RFC 9309 over Protego; ``dns`` -- resolution and the SSRF guard;
+* ``http`` -- one captured exchange; ``decoding`` -- the bomb guard;
+* ``classify`` -- status decisions; ``urls`` -- host keys and redirect targets;
+* ``capture`` -- the records of one exchange; ``warc`` -- the WARC writer.
 """
 
 from fetcher.models import FetchItem, FetchOutcome

@@ -29,7 +29,7 @@ import io
 import socket
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import certifi
@@ -253,7 +253,6 @@ class Exchange:
     decoded_bytes: int = 0
     kept: bytes = b""  # first decoded bytes, when asked to keep some
     decode_error: str | None = None
-    extra: dict[str, str] = field(default_factory=dict)
 
     def header(self, name: str) -> str | None:
         """A response header value (the first, if repeated)."""
@@ -261,6 +260,7 @@ class Exchange:
 
     @property
     def duration_ms(self) -> int:
+        """Wall time of the exchange, connect included."""
         return int(round((self.end - self.start) * 1000))
 
 

@@ -30,6 +30,11 @@ after ``host_failure_limit`` of them the host's remaining URLs are ``retry_later
 back-off reaching past the budget defers the rest of the host's URLs as ``retry_later``.
 robots.txt 5xx / unreachable and a Crawl-delay above ``max_crawl_delay_s`` defer the host too.
 
+An exchange we abandon (body cap, bomb, timeout, unwanted type) is closed with a TCP reset so
+the server notices at its next write and its side of the exchange ends about when ours did;
+a server that only notices later (one sleeping before it answers) is covered by the failure
+back-off, which is at least ``backoff_base_s``.
+
 Time budget: a request starts only if ``now + request_deadline_s <= start + time_budget_s``;
 every request ends by its deadline, so a run ends by ``start + time_budget_s`` plus a little
 bookkeeping. URLs not reached are ``skipped_budget`` (a same-host redirect chain cut by the
@@ -53,12 +58,12 @@ from typing import Any
 
 from fetcher import models as m
 from fetcher import warc
+from fetcher.capture import exchange_records
 from fetcher.classify import (
     REDIRECT_CODES,
     classify,
     media_type,
     retry_after_seconds,
-    sha1_digest,
     type_allowed,
 )
 from fetcher.dns import DNSError, Resolver, SSRFGuard, SSRFRefused
@@ -180,8 +185,11 @@ class Fetcher:
                    for i in range(n_threads)]
         for w in workers:
             w.start()
+        # Every request ends by its deadline; the margin only covers a DNS lookup stuck in
+        # the system resolver, whose task is then reported as not reached.
+        hard_end = self._budget_end + s.request_deadline_s + 5.0
         for w in workers:
-            w.join()
+            w.join(max(0.0, hard_end - self.clock()))
         for h in self._hosts.values():
             if h.conn is not None:
                 h.conn.close()
@@ -234,7 +242,7 @@ class Fetcher:
         for i in order:
             item = items[i]
             try:
-                keys[i] = item.host or host_key(item.url)
+                keys[i] = host_key(item.host or item.url)
                 self._host(keys[i])
             except (BadURL, ValueError) as exc:
                 self._rows[i] = m.empty_row(item.url, m.CONNECT_ERROR, self._now(),
@@ -297,7 +305,14 @@ class Fetcher:
                 if task.kind == "robots" and task.owner:
                     self._robots_done(task.owner, RobotsRules.unreachable(None), slot,
                                       "robots unreachable: internal error")
-            self._finish(key, slot)
+            try:
+                self._finish(key, slot)
+            except Exception:  # never leave a queue in flight: the run would not end
+                log.exception("fetcher: internal error releasing %s", key)
+                with self._cond:
+                    self._sched.release(key, self.clock(), delay=self.settings.min_delay_s,
+                                        result="none")
+                    self._cond.notify_all()
 
     def _next(self) -> tuple[str, _Task] | None:
         with self._cond:
@@ -624,59 +639,11 @@ class Fetcher:
     def _write_exchange(self, ex: Exchange, status: str, *, chain: list[str],
                         item: FetchItem | None = None, error: str | None = None
                         ) -> dict[str, Any]:
-        """Write response-or-revisit, request and metadata; returns row values for it."""
-        rid = warc.new_record_id()
-        values: dict[str, Any] = {}
-        fields = [("fetch-status", status), ("fetchTimeMs", str(ex.duration_ms)),
-                  ("ip", ex.ip)]
-        if chain:
-            fields.append(("via", chain[-1]))
-            fields.extend(("redirect-chain", u) for u in chain)
-        if ex.truncated:
-            fields.append(("truncated", ex.truncated))
-        if error or ex.error:
-            fields.append(("error", error or ex.error or ""))
-        if ex.decode_error:
-            fields.append(("decode-error", ex.decode_error))
-        if status == m.TOO_LARGE:
-            # A decompression bomb is not archived: nothing in it is worth parsing, and WARC
-            # readers that decode content would inflate it. Request and metadata say it was.
-            fields.append(("content-encoding", ex.header("Content-Encoding") or ""))
-            self._warc.write([
-                warc.request_record(ex.url, ex.started_at, ex.ip, ex.request, record_id=rid),
-                warc.metadata_record(ex.url, ex.started_at, fields, concurrent_to=rid),
-            ])
-            return values
-        digest = sha1_digest(ex.body)
-        if ex.status == 304:
-            prev = item.prev_payload_digest if item else None
-            main = warc.revisit_record(
-                ex.url, ex.started_at, ex.ip, ex.head, record_id=rid,
-                profile=warc.PROFILE_NOT_MODIFIED, payload_digest=prev,
-                refers_to_uri=item.url if item else None,
-                refers_to_date=item.prev_fetch_time if item else None)
-            values["payload_digest"] = prev
-            values["content_length"] = 0
-        elif (item is not None and status == m.FETCHED and not ex.truncated
-              and item.prev_payload_digest == digest):
-            main = warc.revisit_record(
-                ex.url, ex.started_at, ex.ip, ex.head, record_id=rid,
-                profile=warc.PROFILE_IDENTICAL, payload_digest=digest,
-                refers_to_uri=item.url, refers_to_date=item.prev_fetch_time)
-            values["payload_digest"] = digest
-            values["content_length"] = len(ex.body)
-        else:
-            main = warc.response_record(ex.url, ex.started_at, ex.ip, ex.head, ex.body,
-                                        record_id=rid, truncated=ex.truncated)
-            values["payload_digest"] = warc.payload_digest(main)
-            values["content_length"] = len(ex.body)
-        records = [
-            main,
-            warc.request_record(ex.url, ex.started_at, ex.ip, ex.request, concurrent_to=rid),
-            warc.metadata_record(ex.url, ex.started_at, fields, concurrent_to=rid),
-        ]
+        """Archive ``ex`` (see ``fetcher.capture``); returns the row values pointing at it."""
+        records, values = exchange_records(ex, status, chain=chain, item=item, error=error)
         loc = self._warc.write(records)[0]
-        values.update(warc_file=loc.path, warc_offset=loc.offset, warc_length=loc.length)
+        if records[0].rec_type != "request":
+            values.update(warc_file=loc.path, warc_offset=loc.offset, warc_length=loc.length)
         return values
 
     # -- rows ------------------------------------------------------------------------------

@@ -23,16 +23,22 @@ renamed to ``<prefix>-<seq>.warc.gz`` when closed (rename is atomic, so a crash 
 and compressed in the worker threads; only the append (and offset computation from the file
 position) happens under the lock.
 
-gzip level, measured on 600 simweb pages (benchmark pages of ~10 KB HTML, 2 cores, one thread
-compressing; "size" is the WARC size relative to level 6):
+gzip level, measured on simweb pages (one core, best of three; "x" is the compression ratio):
 
-    level 1:  ~0.09 ms/page, size 1.32x  (the generated pages compress 4.3x at level 1)
-    level 6:  ~0.20 ms/page, size 1.00x  (5.7x)
-    level 9:  ~0.42 ms/page, size 0.99x  (5.8x)
+    page body                 level 1            level 6            level 9
+    simweb page (~3.6 KB)     0.10 ms  1.91x     0.13 ms  1.97x     0.21 ms  1.97x
+    10 KB of simweb prose     0.09 ms  2.58x     0.19 ms  2.75x     0.23 ms  2.75x
+    100 KB of simweb prose    0.98 ms  2.85x     6.31 ms  3.15x    10.02 ms  3.16x
+    1 MB benchmark page       9.7 ms             55.4 ms            -
 
-Level 6 costs ~0.1 ms more per page than level 1 and saves ~25 % of storage; level 9 doubles
-the CPU again for ~1 %. At the politeness-bound rates a fetch task runs at (hundreds of pages
-per second at most) compression is far from the bottleneck, so 6 is the default.
+    end to end (benchmarks/fetch_throughput.py, 20 hosts, 1 MB pages, limit 38 requests/s):
+    level 1: 29.5 pages/s, 90 % of the politeness limit, 120 MB of WARC;
+    level 6: 25.6 pages/s, 79 %, 108 MB.
+
+Level 9 buys nothing over 6. Level 6 saves 3-10 % of storage over level 1 but costs 2-6x the
+CPU; with pages of 100 KB and more, a 2-core fetch task becomes compression-bound instead of
+politeness-bound. The default is therefore 1; set ``warc_gzip_level = 6`` where CPU is plentiful
+and storage is what costs.
 """
 
 from __future__ import annotations
@@ -88,9 +94,14 @@ def _headers(uri: str, date: datetime, record_id: str, extra: dict[str, str | No
 
 
 def response_record(uri: str, date: datetime, ip: str, head: bytes, body: bytes, *,
-                    record_id: str, truncated: str | None = None) -> ArcWarcRecord:
-    """A ``response`` record of the captured head and (possibly truncated) body."""
-    extra = {"WARC-IP-Address": ip, "WARC-Truncated": truncated}
+                    record_id: str, truncated: str | None = None,
+                    payload_digest: str | None = None) -> ArcWarcRecord:
+    """A ``response`` record of the captured head and (possibly truncated) body.
+
+    ``payload_digest``, if the caller already hashed the body, saves warcio a SHA-1 pass.
+    """
+    extra = {"WARC-IP-Address": ip, "WARC-Truncated": truncated,
+             "WARC-Payload-Digest": payload_digest}
     return _builder.create_warc_record(
         uri, "response", payload=BytesIO(body), length=len(body), http_headers=_RawHead(head),
         warc_headers_dict=_headers(uri, date, record_id, extra))

@@ -38,6 +38,14 @@ def _parser() -> argparse.ArgumentParser:
     _round_args(rnd)
     pr = sub.add_parser("pagerank", help="compute PageRank over the link graph into scores")
     pr.add_argument("--date", help="logical date (default: today, UTC)")
+    mt = sub.add_parser("maintenance", help="WARC retention, OPTIMIZE (crawldb Z-ordered by host), VACUUM")
+    mt.add_argument("--date", help="logical date WARC ages count from (default: today, UTC)")
+    mt.add_argument("--step", action="append", choices=("warc", "optimize", "vacuum"),
+                    help="run only this step (repeatable; default: all three)")
+    mt.add_argument("--retain-hours", type=float, default=168.0,
+                    help="VACUUM retention, at least 168 (Delta's 7-day safety window)")
+    mt.add_argument("--warc-retention-days", type=float, default=90.0,
+                    help="delete warc/<round> folders of rounds older than this")
     sql = sub.add_parser("sql", help="run Spark SQL over the crawl tables")
     sql.add_argument("query")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
@@ -123,6 +131,15 @@ def _cmd(args: argparse.Namespace) -> int:
 
         counts = pagerank.run(get_spark(cfg), cfg, _logical(args.date))
         _print_counts("pagerank", counts)
+        return 0
+    if args.verb == "maintenance":
+        from spark_jobs import maintenance
+
+        counts = maintenance.run(
+            get_spark(cfg), cfg, _logical(args.date), steps=tuple(args.step or maintenance.STEPS),
+            retain_hours=args.retain_hours, warc_retention_days=args.warc_retention_days,
+        )
+        _print_counts("maintenance", counts)
         return 0
     # round steps
     from recrawl.rounds import check_round_id, round_id_for

@@ -35,7 +35,7 @@ class NearDupJoin:
     pairs  - DataFrame[u1, u2, distance, (<carry>_1, <carry>_2)...]: u1 < u2, each pair once.
     rows   - the block-key rows that reached the join: one per (url, table) whose bucket has
              a second member and a new page; columns url, simhash, is_new, tbl, key, size,
-             capped, cmask and the carried columns. Persist it when you call several actions.
+             capped and the carried columns. Persist it when you call several actions.
     """
 
     pairs: object
@@ -142,20 +142,12 @@ def near_duplicate_pairs_df(
         probe = keys.where("is_new").select("tbl", "key")
         keys = keys.join(F.broadcast(probe), ["tbl", "key"], "left_semi")
     bucket = Window.partitionBy("tbl", "key")
-    # cmask: the tables in which this page's bucket is capped. Only pages in a capped bucket
-    # carry a non-zero mask, so the per-url window stays small.
     rows = (
         keys.withColumn("size", F.count(F.lit(1)).over(bucket))
         .withColumn("n_new", F.sum(F.col("is_new").cast("int")).over(bucket))
         .where("size >= 2 AND n_new >= 1")
         .drop("n_new")
         .withColumn("capped", F.col("size") > F.lit(int(max_bucket)))
-        .withColumn(
-            "cmask",
-            F.sum(F.expr("CASE WHEN capped THEN shiftleft(1L, tbl) ELSE 0L END")).over(
-                Window.partitionBy("url")
-            ),
-        )
     )
     live = rows.where("NOT capped")
     a = live.where("is_new").alias("a")
@@ -164,13 +156,14 @@ def near_duplicate_pairs_df(
     cols = [
         F.least("a.url", "b.url").alias("u1"),
         F.greatest("a.url", "b.url").alias("u2"),
-        F.expr("bit_count(a.simhash ^ b.simhash)").alias("distance"),
+        F.col("distance"),
     ]
     for c in carry:
         cols.append(F.when(a_first, F.col(f"a.{c}")).otherwise(F.col(f"b.{c}")).alias(f"{c}_1"))
         cols.append(F.when(a_first, F.col(f"b.{c}")).otherwise(F.col(f"a.{c}")).alias(f"{c}_2"))
-    first = first_uncapped_table_sql(k, layout, "(a.simhash ^ b.simhash)", "a.cmask")
-    pairs = (
+    # Every close pair, once per uncapped table it shares (a pair of identical fingerprints
+    # shares all of them).
+    emitted = (
         a.join(
             b,
             (F.col("a.tbl") == F.col("b.tbl"))
@@ -179,7 +172,21 @@ def near_duplicate_pairs_df(
             # new x stored once, new x new once (from its lower url)
             & (~F.col("b.is_new") | a_first),
         )
-        .where(F.expr(f"bit_count(a.simhash ^ b.simhash) <= {int(k)}"))
+        .withColumn("distance", F.expr("bit_count(a.simhash ^ b.simhash)"))
+        .where(F.col("distance") <= int(k))
+    )
+    # cmask: the tables in which the new page's bucket is capped, from the (usually empty)
+    # capped rows; in a table both pages share, the bucket and so its bit is the same for both.
+    # Adaptive execution broadcasts it at run time when small: no shuffle of the pairs.
+    cmask = (
+        rows.where("capped").groupBy(F.col("url").alias("cm_url"))
+        .agg(F.sum(F.expr("shiftleft(1L, tbl)")).alias("cmask"))
+    )
+    first = first_uncapped_table_sql(
+        k, layout, "(a.simhash ^ b.simhash)", "coalesce(cmask, 0L)"
+    )
+    pairs = (
+        emitted.join(cmask, F.col("a.url") == F.col("cm_url"), "left")
         .where(F.col("a.tbl") == F.expr(first))
         .select(*cols)
     )
@@ -280,7 +287,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
 
     # Near: everything but the exact duplicates (each exact group joins with its survivor).
-    near_in = cands.join(F.broadcast(exact.select("url")), "url", "left_anti").select(
+    near_in = cands.join(side(exact.select("url")), "url", "left_anti").select(
         "url", "simhash", "is_new", "rank_key"
     )
     nd = near_duplicate_pairs_df(near_in, k, layout, cap, carry=("rank_key",), prune=small)

@@ -18,6 +18,10 @@ from recrawl.config import Config
 LINK_STRUCT = "array<struct<dst_url:string,anchor:string,kind:string>>"
 
 
+class UnchangedPayload(Exception):
+    """The record is an identical-payload revisit: the page did not change."""
+
+
 def read_payload(warc_file: str, offset: int, max_bytes: int) -> tuple[bytes, str | None, dict]:
     """The HTTP payload (decoded, capped) and content type of the record at `offset`."""
     from warcio.archiveiterator import ArchiveIterator
@@ -25,6 +29,9 @@ def read_payload(warc_file: str, offset: int, max_bytes: int) -> tuple[bytes, st
     with open(warc_file, "rb") as fh:
         fh.seek(offset)
         for record in ArchiveIterator(fh):
+            if record.rec_type == "revisit":
+                # identical payload to the previous capture: nothing new to parse
+                raise UnchangedPayload(record.rec_headers.get_header("WARC-Refers-To-Target-URI"))
             headers = record.http_headers
             ctype = headers.get_header("Content-Type") if headers else None
             stream = record.content_stream()
@@ -37,7 +44,10 @@ def read_payload(warc_file: str, offset: int, max_bytes: int) -> tuple[bytes, st
 def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
     """Parse one partition's fetched rows; yields `pages` rows with nested outlinks."""
     from recrawl.fingerprint import simhash64, text_hash
+    from recrawl.linkfilter import filter_reason
     from recrawl.parsing import parse_html
+    from recrawl.sitemaps import is_sitemap, sitemap_locs
+    from recrawl.urlnorm import try_normalize
 
     for r in sorted(rows, key=lambda x: (x["warc_file"] or "", x["warc_offset"] or 0)):
         out = {
@@ -47,11 +57,22 @@ def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
         }
         try:
             body, ctype, _ = read_payload(r["warc_file"], r["warc_offset"], opts["max_bytes"])
+        except UnchangedPayload:
+            continue
         except Exception as exc:  # a corrupt or truncated WARC is recorded, not fatal
             out["parse_error"] = f"warc: {type(exc).__name__}: {exc}"[:500]
             yield out
             continue
         base = r["final_url"] or r["url"]
+        if is_sitemap(body, ctype or r["content_type"]):
+            links = []
+            for loc in sitemap_locs(body, opts["max_sitemap_urls"]):
+                url, _ = try_normalize(loc, rules=opts["norm_rules"])
+                if url and filter_reason(url, opts["filter_rules"]) is None:
+                    links.append({"dst_url": url, "anchor": "", "kind": "sitemap"})
+            out.update(title="sitemap", text="", links=links, outlink_count=len(links))
+            yield out
+            continue
         page = parse_html(
             body, ctype or r["content_type"], base,
             extract_text=opts["extract_text"], norm_rules=opts["norm_rules"],
@@ -86,6 +107,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "norm_rules": norm_rules(cfg),
         "filter_rules": filter_rules(cfg),
         "max_outlinks": int(p["max_outlinks"]),
+        "max_sitemap_urls": int(p["max_sitemap_urls"]),
     }
     fetched = (
         read(spark, cfg, "fetches")

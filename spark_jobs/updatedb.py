@@ -48,7 +48,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from pyspark.sql import functions as F
 
     from recrawl.tables import read
-    from spark_jobs.common import naive_utc, sql_str
+    from recrawl.urlnorm import try_normalize
+    from spark_jobs.common import naive_utc, norm_rules, sql_str
 
     u, sch = cfg.section("updatedb"), cfg.section("schedule")
     now = naive_utc(logical)
@@ -152,7 +153,10 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
          f"{now_sql} + make_interval(0, 0, 0, 0, 0, 0, {int(u['retry_gone_interval_days'] * day)})"},
     )
 
-    # New URLs: outlinks and redirect targets, at depth = shortest path from a seed.
+    rules = norm_rules(cfg)
+    host_of = F.udf(_host_or_none, "string")
+    norm_udf = F.udf(lambda u: try_normalize(u, rules=rules)[0] if u else None, "string")
+    # New URLs: outlinks, redirect targets and sitemaps, at depth = shortest path from a seed.
     db = read(spark, cfg, "crawldb").select("url", "depth")
     links = read(spark, cfg, "links").where(f"round_id = {rid}")
     link_targets = (
@@ -165,10 +169,20 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .join(db, "url")
         .select(F.col("final_url").alias("url"), F.col("depth"))
     )
+    # Sitemaps named in robots.txt of hosts fetched this round feed discovery (depth 0 like a
+    # seed: a sitemap is the site's own list of its pages).
+    sitemap_targets = (
+        read(spark, cfg, "robots")
+        .join(fetches.select(F.col("url").alias("u")).withColumn("host", host_of("u"))
+              .select("host").distinct(), "host")
+        .select(F.explode("sitemaps").alias("url"))
+        .select(norm_udf("url").alias("url"), F.lit(0).alias("depth"))
+        .where("url IS NOT NULL")
+    )
     max_depth = int(cfg.get("crawl.max_depth"))
     host_udf = F.udf(_host_or_none, "string")
     targets = (
-        link_targets.unionByName(redirect_targets)
+        link_targets.unionByName(redirect_targets).unionByName(sitemap_targets)
         .groupBy("url").agg(F.min("depth").alias("depth"))
         .where(F.col("depth") <= max_depth)
         .withColumn("host", host_udf("url"))

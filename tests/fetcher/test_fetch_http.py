@@ -183,3 +183,46 @@ def test_unwanted_body_is_not_read(raw_server):
     srv = raw_server(lambda p, h: response(body=b"%PDF" * 10_000, content_type="application/pdf"))
     ex = get(conn_to(srv.port), want_body=lambda status, msg: False)
     assert ex.status == 200 and ex.body == b"" and ex.truncated == "unspecified"
+
+
+def test_https_connects_to_the_checked_ip_with_sni_and_verifies_the_name(tmp_path):
+    """We connect to 127.0.0.1 but present the host name as SNI and check the certificate
+    against it; a self-signed certificate is therefore refused (connect error)."""
+    import shutil
+    import ssl
+    import subprocess
+
+    if not shutil.which("openssl"):
+        pytest.skip("openssl not available")
+    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj",
+                    "/CN=tls.local.test", "-addext", "subjectAltName=DNS:tls.local.test",
+                    "-keyout", str(key), "-out", str(cert), "-days", "1"],
+                   check=True, capture_output=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    seen: list[str | None] = []
+    ctx.sni_callback = lambda sslobj, name, c: seen.append(name)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+
+    def serve():
+        conn, _ = sock.accept()
+        try:
+            ctx.wrap_socket(conn, server_side=True).close()
+        except (ssl.SSLError, OSError):
+            pass
+        finally:
+            sock.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    c = HostConnection("https", "tls.local.test", sock.getsockname()[1], "127.0.0.1", GUARD,
+                       connect_timeout=2.0, read_timeout=2.0)
+    assert c.host_header == f"tls.local.test:{sock.getsockname()[1]}"
+    ex = get(c)
+    assert ex.error_kind == "connect" and "CERTIFICATE_VERIFY_FAILED" in ex.error
+    deadline = time.monotonic() + 2
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen == ["tls.local.test"]

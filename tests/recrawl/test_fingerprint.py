@@ -23,6 +23,7 @@ from recrawl.fingerprint import (
     payload_hash,
     shingles,
     simhash64,
+    table_masks,
     text_hash,
     to_signed64,
     to_unsigned64,
@@ -187,6 +188,15 @@ def test_block_key_counts_and_widths():
     widths = sorted(to_unsigned64(k).bit_count() for _, k in block_keys(-1, 3, "6c3"))
     assert widths[0] == 31 and widths[-1] == 33
     assert block_keys(-1, 3, "4x16")[3] == (3, to_signed64(0xFFFF << 48))
+
+
+@pytest.mark.parametrize("layout", ["4x16", "6c3"])
+def test_table_masks_give_the_block_keys(layout):
+    """`fp & mask` on signed longs (what the Spark job computes) equals block_keys."""
+    rng = random.Random(5)
+    masks = table_masks(layout, 3)
+    for fp in [0, -1, to_signed64(1 << 63)] + [to_signed64(rng.getrandbits(64)) for _ in range(50)]:
+        assert [(t, fp & m) for t, m in enumerate(masks)] == block_keys(fp, 3, layout)
 
 
 @pytest.mark.parametrize(

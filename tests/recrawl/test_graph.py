@@ -26,15 +26,15 @@ def _ranks(spark, n, edge_list, **kw):
     ],
 )
 def test_matches_networkx(spark, n, edges):
-    got, res = _ranks(spark, n, edges, max_iterations=50, tolerance=1e-7)
+    got, res = _ranks(spark, n, edges, max_iterations=30, tolerance=1e-6)
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     g.add_edges_from((a, b) for a, b in edges if a != b)
     want = nx.pagerank(g, alpha=0.85, tol=1e-12, max_iter=500)
     assert sum(got.values()) == pytest.approx(1.0, abs=1e-9)
     for node in range(n):
-        assert got[node] == pytest.approx(want[node], abs=1e-4), (node, got, want)
-    assert res.iterations <= 50
+        assert got[node] == pytest.approx(want[node], abs=1e-3), (node, got, want)
+    assert res.iterations <= 30
 
 
 def test_stops_at_max_iterations(spark):

@@ -183,3 +183,34 @@ def test_rerunning_fetch_keeps_one_row_per_url_and_no_orphans(spark, crawl):
     referenced = {r["warc_file"] for r in _rows(spark, cfg, "fetches", "warc_file IS NOT NULL")}
     on_disk = {str(p) for p in pathlib.Path(cfg.home, "warc").rglob("*") if p.is_file()}
     assert referenced == on_disk
+
+
+def test_pagerank_scores_feed_generate_priority(spark, crawl):
+    from recrawl.tables import read
+    from spark_jobs import generate, pagerank
+
+    cfg = crawl["cfg"].with_overrides({"pagerank.max_iterations": 8, "generate.max_per_host": 2})
+    _, last, _ = crawl["rounds"][-1]
+    counts = pagerank.run(spark, cfg, last)
+    scores = _rows(spark, cfg, "scores")
+    assert len(scores) == counts["vertices"] > 10
+    assert sum(r["pagerank"] for r in scores) == pytest.approx(1.0, abs=1e-6)
+    assert read(spark, cfg, "crawldb").where("score IS NOT NULL").count() > 0
+    # the next round generates by PageRank: per host, the chosen URLs outrank the rest
+    logical = last + dt.timedelta(days=30)
+    rid = "prio"
+    gen = generate.run(spark, cfg, rid, logical)
+    assert gen["priority_pagerank"] == 1 and gen["generated"] > 0
+    chosen = _rows(spark, cfg, "fetch_list", "round_id = 'prio'")
+    db = _rows(spark, cfg, "crawldb")
+    chosen_urls = {r["url"] for r in chosen}
+    for host in {r["host"] for r in chosen}:
+        picked = [r["priority"] for r in chosen if r["host"] == host]
+        left = [
+            r["score"] if r["score"] is not None else (r["inlink_score"] or 0.0)
+            for r in db
+            if r["host"] == host and r["url"] not in chosen_urls and r["status"] == "fetched"
+            and r["next_fetch_time"] <= logical.replace(tzinfo=None)
+        ]
+        if left:
+            assert min(picked) >= max(left), host
