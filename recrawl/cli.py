@@ -46,10 +46,19 @@ def _parser() -> argparse.ArgumentParser:
                     help="VACUUM retention, at least 168 (Delta's 7-day safety window)")
     mt.add_argument("--warc-retention-days", type=float, default=90.0,
                     help="delete warc/<round> folders of rounds older than this")
-    sql = sub.add_parser("sql", help="run Spark SQL over the crawl tables")
+    sql = sub.add_parser("sql", help="run SQL over the crawl tables (Spark, or DuckDB without a JVM)")
     sql.add_argument("query")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--limit", type=int, default=100, help="rows to print (table format)")
+    sql.add_argument(
+        "--engine", choices=("spark", "duckdb", "auto"), default="spark",
+        help="spark (default; full Spark SQL, time travel, table_changes), duckdb (the fast "
+             "path: current snapshots read with delta-rs, no JVM, ~1 s) or auto (duckdb for a "
+             "plain SELECT on a local crawl home, Spark otherwise or when DuckDB rejects it)",
+    )
+    rep = sub.add_parser("report", help="write a self-contained HTML report of the crawl (no JVM)")
+    rep.add_argument("--out", default="crawl-report.html", help="HTML file to write")
+    rep.add_argument("--top", type=int, default=15, help="rows in the top-N charts and tables")
     sub.add_parser("status", help="tables, row counts and the last round")
     return p
 
@@ -114,7 +123,30 @@ def _cmd(args: argparse.Namespace) -> int:
     if args.verb == "sql":
         from recrawl.sqlshell import run_sql
 
+        if args.engine != "spark":
+            from recrawl import fastsql
+
+            reason = fastsql.fast_path_reason(cfg, args.query) if args.engine == "auto" else None
+            if reason is None:
+                try:
+                    return fastsql.run_sql(cfg, args.query, args.format, args.limit)
+                except fastsql.FastPathError as exc:
+                    if args.engine == "duckdb":
+                        print(f"crawler sql: error: {exc}", file=sys.stderr)
+                        return 2
+                    reason = str(exc)
+            print(f"crawler sql: using Spark ({reason})", file=sys.stderr)
         return run_sql(get_spark(cfg), cfg, args.query, args.format, args.limit)
+    if args.verb == "report":
+        from recrawl import fastsql, report
+
+        try:
+            path = report.write_report(cfg, args.out, top=args.top)
+        except fastsql.FastPathError as exc:
+            print(f"crawler report: error: {exc}", file=sys.stderr)
+            return 2
+        print(f"report written to {path}")
+        return 0
     if args.verb == "status":
         from recrawl.sqlshell import print_status
 

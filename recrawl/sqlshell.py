@@ -1,14 +1,17 @@
-"""`crawler sql` and `crawler status`: Spark SQL over the registered crawl tables."""
+"""`crawler sql` and `crawler status`: Spark SQL over the registered crawl tables.
+
+The printers (`emit`) are shared with the DuckDB fast path, recrawl.fastsql.
+"""
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import sys
+from collections.abc import Iterable, Sequence
 
 from recrawl.config import Config
-from recrawl.schemas import TABLES
-from recrawl.tables import register_tables, table_exists
 
 
 def _cell(value) -> str:
@@ -32,29 +35,58 @@ def format_table(columns: list[str], rows: list[list], max_width: int = 60) -> s
     return "\n".join(out)
 
 
+def _plain(value):
+    """Spark Rows (structs) as dicts, recursively, so both SQL engines print nested values alike."""
+    if hasattr(value, "asDict"):
+        return {k: _plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def emit(columns: list[str], rows: Iterable[Sequence], fmt: str = "table", limit: int = 100,
+         out=None) -> None:
+    """Print a query answer as a table (first `limit` rows), CSV or JSON lines.
+
+    Shared by the Spark path and the DuckDB fast path (recrawl.fastsql) so that the same query
+    prints the same text on both engines.
+    """
+    out = out or sys.stdout
+    if fmt == "table":
+        taken = [[_plain(v) for v in r] for r in itertools.islice(rows, limit + 1)]
+        more = len(taken) > limit
+        print(format_table(columns, taken[:limit]), file=out)
+        print(f"({min(len(taken), limit)} row{'s' if len(taken) != 1 else ''}"
+              f"{', more not shown: use --limit' if more else ''})", file=out)
+    elif fmt == "csv":
+        w = csv.writer(out)
+        w.writerow(columns)
+        for r in rows:
+            w.writerow([_cell(v) if isinstance(v, list | dict) else v for v in map(_plain, r)])
+    else:
+        for r in rows:
+            print(json.dumps(dict(zip(columns, map(_plain, r), strict=True)), default=str,
+                             ensure_ascii=False), file=out)
+
+
 def run_sql(spark, cfg: Config, query: str, fmt: str = "table", limit: int = 100) -> int:
+    from recrawl.tables import register_tables
+
     register_tables(spark, cfg)
     spark.catalog.setCurrentDatabase(cfg.get("crawl.database"))
     df = spark.sql(query)
-    columns = df.columns
-    if fmt == "table":
-        rows = [list(r) for r in df.limit(limit + 1).collect()]
-        more = len(rows) > limit
-        print(format_table(columns, rows[:limit]))
-        print(f"({min(len(rows), limit)} row{'s' if len(rows) != 1 else ''}"
-              f"{', more not shown: use --limit' if more else ''})")
-    elif fmt == "csv":
-        w = csv.writer(sys.stdout)
-        w.writerow(columns)
-        for r in df.toLocalIterator():
-            w.writerow([_cell(v) if isinstance(v, list | dict) else v for v in r])
-    else:
-        for r in df.toLocalIterator():
-            print(json.dumps(r.asDict(recursive=True), default=str, ensure_ascii=False))
+    rows = df.limit(limit + 1).collect() if fmt == "table" else df.toLocalIterator()
+    emit(df.columns, rows, fmt, limit)
     return 0
 
 
 def print_status(spark, cfg: Config) -> int:
+    # pyspark imports stay inside the Spark functions: the DuckDB fast path imports emit().
+    from recrawl.schemas import TABLES
+    from recrawl.tables import table_exists
+
     print(f"crawl home: {cfg.home}")
     rows = []
     for name in TABLES:

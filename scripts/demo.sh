@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The main job: set up, then crawl the project's simulated web for several logical days through
-# the real stack (Spark + Delta + WARC), print a summary and the server-side politeness audit.
-# Arguments go to `python -m recrawl.demo` (e.g. --rounds 5 --home var/demo).
+# The main job: set up both virtualenvs (.venv for Spark/Delta, .venv-airflow for Airflow), serve
+# the project's simulated web, inject its seeds and crawl it for several logical days through the
+# Airflow `crawl_cycle` DAG (one `airflow dags test` run per day, the simulated web's day moved
+# before each), then print a summary from the Delta tables and the server-side politeness audit.
+# Arguments go to `python -m recrawl.airflow_demo` (e.g. --rounds 5 --sites 12 --pagerank).
+# The quicker in-process variant without Airflow: .venv/bin/python -m recrawl.demo
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m recrawl.demo "$@"
+bash scripts/setup_airflow.sh
+exec .venv/bin/python -m recrawl.airflow_demo "$@"

@@ -109,12 +109,13 @@ def near_duplicate_pairs_df(
             compared in their own rounds.
         k, layout: distance and block layout (recrawl.fingerprint.parse_layout).
         max_bucket: buckets (table, key) with more members than this are not self-joined in
-            that table. Such a bucket is a boilerplate cluster (> max_bucket pages agreeing
-            on ~32 bits by chance is impossible with 6c3) and joining it costs C(n, 2); its
-            pages are still compared in every other table where their buckets are small,
-            which catches every pair that differs inside the capped table's blocks. Salting
-            would spread those C(n, 2) comparisons over tasks, not remove them, so we cap and
-            report: `NearDupJoin.capped_buckets` / `capped_pages`.
+            that table. Such a bucket is a boilerplate cluster (with 6c3, 1000 pages sharing
+            ~32 bits by chance needs billions of pages) and joining it costs C(n, 2). Its
+            pages are still compared through every other table where their buckets are
+            small: a close pair is lost only when every table it shares is capped (one table
+            for a pair whose differences fall in three blocks, up to 20 for identical ones).
+            Salting would spread the C(n, 2) comparisons over tasks, not remove them, so we
+            cap and report: `NearDupJoin.capped_buckets` / `capped_pages`.
         carry: columns copied to the output as <col>_1 / <col>_2 (of u1 / u2), so the caller
             needs no join back to the (large) input.
         prune: first keep only the block keys of buckets that hold a new page, through a
@@ -264,7 +265,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
     meta_cols = ["url", "host", "score", "inlink_score", "discovered_at"]
     new_meta = db.select(*meta_cols).join(side(new.select("url")), "url", "left_semi")
-    new_c = with_meta(new.join(new_meta, "url", "left"), F.expr(ts_lit(logical)))
+    new_c = with_meta(new.join(new_meta, "url", "left"), F.expr(ts_lit(logical))).persist(
+        StorageLevel.MEMORY_AND_DISK
+    )  # the round's side, reused by the trap check
     stored = (
         db.where("status = 'fetched' AND content_hash IS NOT NULL")
         .join(side(new.select("url")), "url", "left_anti")
@@ -342,7 +345,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
                                           "trap_reason": "s.trap_reason"})
             .execute()
         )
-    for df in (new, exact, nd.rows, pairs, dups):
+    for df in (new, new_c, exact, nd.rows, pairs, dups):
         df.unpersist()
     return {
         "new_pages": new_pages,

@@ -108,9 +108,11 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
     rate_udf = F.udf(lambda h: float(estimate_from_history(h, prior)), "double")
     db = read(spark, cfg, "crawldb")
+    counts: dict[str, int] = {"policy": code}
+    if db.where(todo_cond).isEmpty():  # a re-run, or a round that fetched nothing: no commit
+        return {**counts, "scheduled": 0, "changed": 0}
     todo = db.where(todo_cond).withColumn("rate", rate_udf("change_history"))
 
-    counts: dict[str, int] = {"policy": code}
     ctx = ScheduleContext()
     mean_score = None
     if isinstance(policy, ChangeRateOptimalSchedule):

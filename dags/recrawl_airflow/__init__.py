@@ -49,6 +49,9 @@ DEFAULT_ARGS: dict[str, Any] = {
     "retry_exponential_backoff": True,
     "max_retry_delay": dt.timedelta(minutes=10),
     "pool": POOL,
+    # Relative paths in the crawler configuration (crawl.home = "crawl-home") mean the repository,
+    # as in the README's commands; BashOperator would otherwise run in a fresh temporary folder.
+    "cwd": str(REPO),
 }
 
 _SETTING = re.compile(r"^[a-z_]+\.[a-z0-9_]+=.*$", re.S)
@@ -105,14 +108,8 @@ def run_date(context: Mapping[str, Any]) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%d")
 
 
-def crawler_command(
-    args: Sequence[str], settings: Iterable[str] = (), prelude: Sequence[str] = ()
-) -> str:
-    """The bash script of one task: export the configured env, then exec `crawler [--set ..] ARGS`.
-
-    Every value is shell-quoted. BashOperator renders the returned script with Jinja, so values
-    carrying Jinja markup are refused rather than evaluated.
-    """
+def _crawler_shell(args: Sequence[str], settings: Iterable[str]) -> tuple[list[str], str]:
+    """Shell lines that export the configured env and check the CLI, and the quoted command."""
     from airflow.sdk import Variable
 
     crawler = Variable.get(CRAWLER_VARIABLE, default=DEFAULT_CRAWLER)
@@ -130,16 +127,27 @@ def crawler_command(
         if not _ENV_NAME.match(name):
             raise ValueError(f"Airflow Variable {ENV_VARIABLE}: {name!r} is not an env var name")
         lines.append(f"export {name}={shlex.quote(str(value))}")
-    lines.append(
-        f"[ -x {shlex.quote(crawler)} ] || {{ echo 'crawler not found at {crawler}: run "
-        f"bash scripts/setup.sh or set the Airflow Variable {CRAWLER_VARIABLE}' >&2; exit 1; }}"
-    )
-    lines += list(prelude)
-    lines.append("exec " + " ".join(shlex.quote(a) for a in argv))
+    missing = (f"crawler not found at {crawler}: run bash scripts/setup.sh "
+               f"or set the Airflow Variable {CRAWLER_VARIABLE}")
+    lines.append(f"[ -x {shlex.quote(crawler)} ] || {{ echo {shlex.quote(missing)} >&2; exit 1; }}")
+    return lines, " ".join(shlex.quote(a) for a in argv)
+
+
+def _script(lines: Sequence[str]) -> str:
+    """BashOperator renders the script with Jinja: refuse values carrying Jinja markup."""
     script = "\n".join(lines)
     if any(m in script for m in ("{{", "{%", "{#")):
         raise ValueError("a parameter contains Jinja markup ({{, {% or {#); refusing to render it")
     return script
+
+
+def crawler_command(args: Sequence[str], settings: Iterable[str] = ()) -> str:
+    """The bash script of one task: export the configured env, then exec `crawler [--set ..] ARGS`.
+
+    Every value is shell-quoted, so params never reach the shell as code.
+    """
+    lines, command = _crawler_shell(args, settings)
+    return _script([*lines, f"exec {command}"])
 
 
 def round_complete_check(date: str, settings: Iterable[str], force: bool) -> str:
@@ -149,24 +157,27 @@ def round_complete_check(date: str, settings: Iterable[str], force: bool) -> str
     itself (they are due now), so a second run of a completed date would crawl more, not the same.
     Skipping a completed round is what makes re-runs and backfills over done days change nothing.
     """
+    if force:
+        return f"echo 'force=true: crawling the round of {date} whatever its state'"
     steps = ", ".join(f"'{s}'" for s in STEPS)
     query = (
         "SELECT count(*) AS complete FROM rounds "
         f"WHERE logical_date = DATE'{date}' AND size(array_except(array({steps}), steps_done)) = 0"
     )
-    if force:
-        return f"echo 'force=true: crawling the round of {date} whatever its state'"
-    script = crawler_command(["sql", query, "--format", "csv"], settings)
-    script = script.replace("exec ", "complete=$(", 1) + " | tail -n 1 | tr -d '\\r')"
-    return script + f"""
-case "$complete" in
-  0) echo "round of {date} not completed yet: crawling it" ;;
-  1) echo "round of {date} already completed every step: skipping (trigger with force=true to crawl it again)"
-     exit 99 ;;
-  *) echo "cannot tell whether the round of {date} completed (crawler sql printed '$complete')" >&2
-     exit 1 ;;
-esac
-"""
+    lines, command = _crawler_shell(["sql", query, "--format", "csv"], settings)
+    return _script([
+        *lines,
+        f"complete=$({command} | tail -n 1 | tr -d '\\r')",
+        'case "$complete" in',
+        f'  0) echo "round of {date} not completed yet: crawling it" ;;',
+        f'  1) echo "round of {date} already completed every step: skipping '
+        '(trigger with force=true to crawl it again)"',
+        "     exit 99 ;;",
+        f'  *) echo "cannot tell whether the round of {date} completed (crawler sql printed '
+        "'$complete')\" >&2",
+        "     exit 1 ;;",
+        "esac",
+    ])
 
 
 def set_fetch_timeout(context: Mapping[str, Any]) -> None:

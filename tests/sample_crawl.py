@@ -1,0 +1,240 @@
+"""A small synthetic crawl home (three rounds, five hosts) written by Spark into the real tables.
+
+The analytics, report, notebook and fast-path tests read it. Real rounds over simweb cost
+minutes; these few hundred rows cost one `init_tables` and one append per table, and every
+number the analytics should find is known by construction (EXPECTED). Built once per test
+session (cached under pytest's session temp folder) however many modules ask for it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+
+from recrawl.config import Config, load_config
+
+UTC = dt.UTC
+ROUNDS = [("20261101", dt.date(2026, 11, 1)), ("20261102", dt.date(2026, 11, 2)),
+          ("20261103", dt.date(2026, 11, 3))]
+A, B, SLOW, ERR, XSS = (f"http://{h}.sim.test:80" for h in ("a", "b", "slow", "errors", "xss"))
+XSS_TITLE = "<script>alert('x')</script> & <b>co</b>"
+
+# (round index, url, fetch_status, http_status, content version or None)
+# Versions name a page's content: same version = same payload; "~" marks a trivial change
+# (SimHash one bit away from the version before the "~").
+FETCHES = [
+    (0, A + "/", "fetched", 200, "a"), (0, B + "/", "fetched", 200, "b"),
+    (0, SLOW + "/", "retry_later", 429, None), (0, ERR + "/", "fetched", 200, "e"),
+    (0, XSS + "/", "fetched", 200, "x"),
+    (1, A + "/", "not_modified", 304, None), (1, A + "/1", "fetched", 200, "a1"),
+    (1, A + "/2", "fetched", 200, "a2"), (1, A + "/3", "fetched", 200, "a3"),
+    (1, A + "/4", "redirect", 301, None), (1, B + "/", "fetched", 200, "b2"),
+    (1, B + "/p1", "fetched", 200, "p1"), (1, B + "/p2", "fetched", 200, "p2"),
+    (1, B + "/copy", "fetched", 200, "p1copy"), (1, B + "/near", "fetched", 200, "p2near"),
+    (1, SLOW + "/", "retry_later", 503, None), (1, ERR + "/missing", "gone", 404, None),
+    (1, ERR + "/broken", "http_error", 500, None), (1, ERR + "/slow", "timeout", None, None),
+    (1, XSS + "/", "fetched", 200, "x"),
+    (2, A + "/", "fetched", 200, "a-2"), (2, A + "/1", "not_modified", 304, None),
+    (2, A + "/2", "fetched", 200, "a2"), (2, A + "/3", "fetched", 200, "a3~"),
+    (2, B + "/", "fetched", 200, "b2"), (2, B + "/p1", "fetched", 200, "p1-2"),
+    (2, SLOW + "/", "fetched", 200, "s"), (2, SLOW + "/s1", "robots_denied", None, None),
+    (2, ERR + "/broken", "http_error", 500, None), (2, ERR + "/slow", "timeout", None, None),
+    (2, XSS + "/", "not_modified", 304, None), (2, B + "/near", "fetched", 200, "p2near"),
+]
+# Seconds between consecutive fetch rows of a round (the fetch step's span is (n-1) * step).
+FETCH_STEP_S = {0: 2.0, 1: 0.5, 2: 1.0}
+DUPLICATES = [  # (round index, url, canonical_url, kind, distance)
+    (1, B + "/copy", B + "/p1", "exact", 0), (1, B + "/near", B + "/p2", "near", 2),
+    (2, B + "/near", B + "/p2", "near", 3),
+]
+# (url, discovered round index, final status, change_rate, pagerank)
+CRAWLDB = [
+    (A + "/", 0, "fetched", 0.5, 0.2), (A + "/1", 0, "fetched", 0.02, 0.1),
+    (A + "/2", 0, "fetched", 0.05, 0.08), (A + "/3", 0, "fetched", 0.2, 0.07),
+    (A + "/4", 0, "redirect_perm", None, 0.03), (A + "/5", 1, "unfetched", None, None),
+    (B + "/", 0, "fetched", 1.5, 0.15), (B + "/p1", 0, "fetched", 4.0, 0.09),
+    (B + "/p2", 0, "fetched", 0.005, 0.06), (B + "/copy", 0, "duplicate", 0.1, 0.04),
+    (B + "/near", 0, "duplicate", 0.1, 0.04), (B + "/p3", 1, "unfetched", None, None),
+    (SLOW + "/", 0, "fetched", 0.1, 0.05), (SLOW + "/s1", 0, "robots_denied", None, 0.01),
+    (ERR + "/", 0, "fetched", 0.01, 0.02), (ERR + "/missing", 0, "gone", None, 0.01),
+    (ERR + "/broken", 0, "unfetched", None, 0.01), (ERR + "/slow", 0, "unfetched", None, 0.01),
+    (XSS + "/", 0, "fetched", 0.0, 0.02),
+]
+LINKS = [(A + "/", A + p) for p in ("/1", "/2", "/3", "/4")] + [
+    (A + "/", B + "/"), (B + "/", B + "/p1"), (B + "/", B + "/p2"), (B + "/", A + "/"),
+    (B + "/p1", B + "/copy"), (B + "/p1", B + "/near"), (XSS + "/", A + "/"),
+    (ERR + "/", ERR + "/missing"), (ERR + "/", ERR + "/broken"), (ERR + "/", ERR + "/slow"),
+    (A + "/1", A + "/"), (A + "/2", A + "/"), (SLOW + "/", A + "/"),
+]
+NOW = dt.datetime(2026, 11, 3, 12, 0, tzinfo=UTC)  # the wall clock the back-off test uses
+BACKOFF_UNTIL = dt.datetime(2026, 11, 3, 13, 30, 0, 250000, tzinfo=UTC)
+
+# What the analytics must find in this crawl, worked out by hand from the rows above.
+EXPECTED = {
+    "new_vs_changed": {  # round -> (new, changed, unchanged, discovered)
+        "20261101": (4, 0, 0, 17), "20261102": (7, 1, 2, 2), "20261103": (1, 2, 6, 0),
+    },
+    "fetched_per_round": {"20261101": 4, "20261102": 9, "20261103": 7},
+    "attempts_per_round": {"20261101": 5, "20261102": 15, "20261103": 12},
+    "retry_later": {SLOW: 2},
+    "urls": 19,
+    "hosts": 5,
+}
+
+
+def host_of(url: str) -> str:
+    return url.split("/", 3)[0] + "//" + url.split("/", 3)[2]
+
+
+def _ts(round_index: int, seconds: float = 0.0) -> dt.datetime:
+    d = ROUNDS[round_index][1]
+    return dt.datetime(d.year, d.month, d.day, tzinfo=UTC) + dt.timedelta(seconds=seconds)
+
+
+def _digest(version: str) -> str:
+    return "sha1:" + hashlib.sha1(version.encode()).hexdigest().upper()[:32]
+
+
+def _simhash(version: str) -> int:
+    if version.endswith("~"):
+        return _simhash(version[:-1]) ^ 1
+    if version == "p2near":
+        return _simhash("p2") ^ 0b11
+    v = int.from_bytes(hashlib.sha1(version.encode()).digest()[:8], "big", signed=True)
+    return v
+
+
+def config_for(home) -> Config:
+    return load_config(environ={}).with_overrides(
+        {"crawl.home": str(home), "spark.shuffle_partitions": 2}, "sample")
+
+
+def _append(spark, cfg: Config, name: str, rows: list[dict]) -> None:
+    from recrawl.schemas import TABLES
+
+    schema = TABLES[name].schema
+    data = [tuple(r.get(f.name) for f in schema.fields) for r in rows]
+    spark.createDataFrame(data, schema).write.format("delta").mode("append").save(
+        cfg.table_path(name))
+
+
+def rows_by_table() -> dict[str, list[dict]]:
+    """Every table's rows as dicts (aware UTC datetimes)."""
+    out: dict[str, list[dict]] = {k: [] for k in (
+        "fetch_list", "fetches", "pages", "duplicates", "links", "crawldb", "robots", "hosts",
+        "scores", "rounds")}
+    position: dict[int, int] = {}
+    for rnd, url, status, http, version in FETCHES:
+        rid = ROUNDS[rnd][0]
+        i = position[rnd] = position.get(rnd, -1) + 1
+        t = _ts(rnd, 600 + i * FETCH_STEP_S[rnd]) + dt.timedelta(microseconds=123456 * (i % 2))
+        host = host_of(url)
+        out["fetch_list"].append({
+            "round_id": rid, "url": url, "host": host, "partition": 0 if host < B else 1,
+            "priority": 1.0 / (i + 1), "depth": url.count("/") - 3,
+        })
+        warc = f"/crawl/warc/{rid}/part-0.warc.gz" if http else None
+        out["fetches"].append({
+            "round_id": rid, "url": url, "final_url": A + "/3" if status == "redirect" else url,
+            "fetch_time": t, "http_status": http, "fetch_status": status,
+            "error": "read timeout" if status == "timeout" else None,
+            "content_type": "text/html" if version else None,
+            "content_length": 1000 + 10 * i if version else 0,
+            "payload_digest": _digest(version) if version else None,
+            "warc_file": warc, "warc_offset": 1000 * i if warc else None,
+            "warc_length": 900 if warc else None, "etag": f'"{version}"' if version else None,
+            "duration_ms": 20 + i, "redirect_chain": [url, A + "/3"] if status == "redirect" else [],
+            "truncated": False, "ip": "127.0.0.1",
+        })
+        if version:
+            text = f"text of {version.rstrip('~')}" + (" (edited)" if version.endswith("~") else "")
+            base = version.rstrip("~")
+            out["pages"].append({
+                "round_id": rid, "url": url,
+                "title": XSS_TITLE if url.startswith(XSS) else f"Page {url.split('/', 3)[3] or 'home'}",
+                "lang": "en", "text": text, "text_len": len(text),
+                "content_hash": "ch:" + ("p1" if base == "p1copy" else version),
+                "simhash": _simhash(version), "canonical_url": None, "warc_file": warc,
+                "warc_offset": 1000 * i, "payload_digest": _digest(version),
+                "outlink_count": sum(1 for s, _ in LINKS if s == url),
+            })
+    for rnd, url, canonical, kind, distance in DUPLICATES:
+        out["duplicates"].append({"round_id": ROUNDS[rnd][0], "url": url, "canonical_url": canonical,
+                                  "kind": kind, "distance": distance})
+    for src, dst in LINKS:
+        out["links"].append({"src_url": src, "dst_url": dst, "anchor": "link to " + dst[-6:],
+                             "round_id": ROUNDS[1][0], "kind": "a", "src_host": host_of(src),
+                             "dst_host": host_of(dst)})
+    last_ok: dict[str, int] = {}
+    for rnd, url, status, _, _ in FETCHES:
+        if status in ("fetched", "not_modified"):
+            last_ok[url] = rnd
+    for url, disc, status, rate, rank in CRAWLDB:
+        fetched = url in last_ok
+        out["crawldb"].append({
+            "url": url, "host": host_of(url), "status": status, "depth": url.count("/") - 3,
+            "discovered_at": _ts(disc), "last_fetch_time": _ts(last_ok[url]) if fetched else None,
+            "next_fetch_time": _ts(2, 86400 / rate) if rate else _ts(2, 86400),
+            "fetch_interval_s": int(86400 / rate) if rate else 86400, "retries": 0,
+            "http_status": 200 if fetched else None, "fetch_count": 1 if fetched else 0,
+            "change_count": 1 if rate and rate > 0.1 else 0, "change_rate": rate, "score": rank,
+            "last_changed": bool(rate and rate > 0.1) if fetched else None,
+            "change_history": [{"interval_d": 1.0, "changed": bool(rate and rate > 0.1)}]
+            if fetched else None,
+            "parse_failures": 0, "last_round": ROUNDS[last_ok[url]][0] if fetched else None,
+        })
+        if rank is not None:
+            out["scores"].append({"url": url, "pagerank": rank, "computed_at": _ts(2, 7200)})
+    for host in (A, B, SLOW, ERR, XSS):
+        out["robots"].append({
+            "host": host, "fetched_at": _ts(0, 1), "http_status": 200,
+            "crawl_delay": 10.0 if host == SLOW else None,
+            "sitemaps": [host + "/sitemap.xml"] if host == A else [],
+            "rules": "User-agent: *\nDisallow: /s1" if host == SLOW else "", "expires_at": _ts(1, 1),
+        })
+        out["hosts"].append({
+            "host": host, "ip": "127.0.0.1", "backoff_until": BACKOFF_UNTIL if host == SLOW else None,
+            "consecutive_failures": 2 if host == ERR else 0,
+            "pages_known": sum(1 for c in CRAWLDB if host_of(c[0]) == host), "trap": False,
+            "pages_fetched": sum(1 for u in last_ok if host_of(u) == host),
+            "host_rank": round(sum(c[4] or 0 for c in CRAWLDB if host_of(c[0]) == host), 6),
+            "updated_at": _ts(2, 3600),
+        })
+    for rnd, (rid, day) in enumerate(ROUNDS):
+        f = [x for x in FETCHES if x[0] == rnd]
+        counts = {
+            "generate.generated": len(f), "fetch.urls": len(f),
+            "fetch.fetched": sum(1 for x in f if x[2] == "fetched"),
+            "fetch.not_modified": sum(1 for x in f if x[2] == "not_modified"),
+            "parse.pages": sum(1 for x in f if x[4]),
+            "updatedb.new_urls": EXPECTED["new_vs_changed"][rid][3],
+            "dedup.exact": sum(1 for d in DUPLICATES if d[0] == rnd and d[3] == "exact"),
+            "dedup.near": sum(1 for d in DUPLICATES if d[0] == rnd and d[3] == "near"),
+        }
+        out["rounds"].append({
+            "round_id": rid, "logical_date": day, "started_at": _ts(rnd, 60),
+            "finished_at": _ts(rnd, 60 + 300 * (rnd + 1)), "counts": counts,
+            "steps_done": ["generate", "fetch", "parse", "dedup", "updatedb", "schedule"],
+        })
+    return out
+
+
+def build(spark, home) -> Config:
+    """Create every table with `init_tables` and append the sample rows."""
+    from recrawl.tables import init_tables
+
+    cfg = config_for(home)
+    init_tables(spark, cfg)
+    for name, rows in rows_by_table().items():
+        _append(spark, cfg, name, rows)
+    return cfg
+
+
+def sample_home(spark, tmp_path_factory) -> Config:
+    """The session's sample crawl home (built on first use)."""
+    home = tmp_path_factory.getbasetemp() / "sample-crawl"
+    marker = home / ".complete"
+    if not marker.exists():
+        build(spark, home)
+        marker.write_text("ok\n")
+    return config_for(home)
