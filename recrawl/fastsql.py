@@ -185,6 +185,9 @@ def run_sql(cfg: Config, query: str, fmt: str = "table", limit: int = 100, out=N
     """
     from recrawl.sqlshell import emit
 
+    if is_local_home(cfg) and not table_names(cfg):
+        raise FastPathError(f"no Delta tables under {cfg.home}/tables (is crawl.home right? "
+                            "`crawler init` creates them)")
     con = connect(cfg)
     columns, rows = execute(con, query)
     emit(columns, rows, fmt, limit, out=out or sys.stdout)

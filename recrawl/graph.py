@@ -29,7 +29,7 @@ def pagerank(
     tolerance: float = 1e-4,
     checkpoint_every: int = 5,
 ) -> PageRankResult:
-    """PageRank of `vertices` (id: long) over directed `edges` (src, dst: long; deduplicated).
+    """PageRank of `vertices` (id: long) over directed `edges` (src, dst: long[, weight]).
 
     Stops after `max_iterations` or when the L1 change is below N * tolerance (networkx's rule).
     """
@@ -40,15 +40,19 @@ def pagerank(
     n = vertices.count()
     if n == 0:
         return PageRankResult(vertices.withColumn("pagerank", F.lit(0.0)), 0, 0.0)
+    # Edge weights (e.g. link counts between hosts) are optional; without them every distinct
+    # edge weighs 1 and a page's rank is split evenly over its out-links.
+    weight = F.col("weight").cast("double") if "weight" in edges.columns else F.lit(1.0)
     edges = (
-        edges.select(F.col("src").cast("long"), F.col("dst").cast("long"))
-        .where("src != dst").distinct()
+        edges.select(F.col("src").cast("long"), F.col("dst").cast("long"), weight.alias("weight"))
+        .where("src != dst AND weight > 0")
+        .groupBy("src", "dst").agg(F.max("weight").alias("weight"))
     )
-    outdeg = edges.groupBy("src").agg(F.count("*").alias("deg"))
-    # One row per edge with the weight 1/outdeg, reused by every iteration.
+    outdeg = edges.groupBy("src").agg(F.sum("weight").alias("deg"))
+    # One row per edge with its share weight/out-weight, reused by every iteration.
     weighted = (
         edges.join(outdeg, "src")
-        .select("src", "dst", (1.0 / F.col("deg")).alias("w"))
+        .select("src", "dst", (F.col("weight") / F.col("deg")).alias("w"))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     # Dangling pages (no out-links) are flagged once; their rank mass is spread uniformly.

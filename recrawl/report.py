@@ -61,13 +61,16 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def _nice_max(value: float) -> tuple[float, float]:
-    """An axis maximum >= value and a tick step (1, 2 or 5 times a power of ten)."""
+def _nice_max(value: float, integer: bool = False) -> tuple[float, float]:
+    """An axis maximum >= value and a tick step (1, 2 or 5 times a power of ten, at most ~5
+    ticks); whole-number steps for counts."""
     if value <= 0:
-        return 1.0, 0.25
+        return 1.0, 1.0 if integer else 0.25
     raw = value / 4
     mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    if integer:
+        step = max(1.0, float(round(step)))
     return step * math.ceil(value / step - 1e-9), step
 
 
@@ -87,6 +90,7 @@ def bar_chart(
     stacked: bool = True,
     horizontal: bool = False,
     unit: str = "",
+    integer: bool = True,
     width: int = 760,
 ) -> str:
     """An SVG bar chart (vertical or horizontal; stacked or grouped) with a legend.
@@ -98,6 +102,7 @@ def bar_chart(
         stacked: stack the series in one bar per category (else side by side).
         horizontal: bars grow to the right, categories down the left (long labels: hosts).
         unit: appended to tooltip values.
+        integer: the values are counts (whole-number axis ticks).
     Returns:
         HTML for a <figure> holding the <svg> and its legend, or an empty-state note.
     """
@@ -107,7 +112,7 @@ def bar_chart(
         return f'<figure class="chart empty" id="{esc(chart_id)}"><p>No data yet.</p></figure>'
     totals = [sum(col) for col in zip(*values, strict=True)] if stacked else \
         [max(col) for col in zip(*values, strict=True)]
-    top, step = _nice_max(max(totals))
+    top, step = _nice_max(max(totals), integer)
     n_series = len(series)
     parts: list[str] = []
     if horizontal:
@@ -149,8 +154,8 @@ def bar_chart(
     else:
         rotate = len(cats) > 8 or max(len(c) for c in cats) > 12
         bottom = 70 if rotate else 28
-        height = 230 + bottom
-        plot_h = 200
+        height = 190 + bottom
+        plot_h = 160
         x0, y0 = 56, 14
         plot_w = width - x0 - 10
         band = plot_w / len(cats)
@@ -318,7 +323,8 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         "Fetched pages per second of the fetch step (first to last <code>fetch_time</code> of "
         "the round). Politeness, not bandwidth, bounds it: see the capacity table below.",
         bar_chart("chart-throughput", [r["round_id"] for r in thr],
-                  [("pages/s", [r["pages_per_s"] for r in thr])], unit=" pages/s"),
+                  [("pages/s", [r["pages_per_s"] for r in thr])], unit=" pages/s",
+                  integer=False),
         _details("numbers", table(thr, [("round_id", "round"), ("attempts", "attempts"),
                                         ("fetched", "fetched"), ("seconds", "seconds"),
                                         ("pages_per_s", "pages/s"),
@@ -433,6 +439,7 @@ body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu S
 header{background:#1d2330;color:#fff;padding:18px 28px}
 header h1{margin:0;font-size:22px}
 header .meta{color:#c5cad6;font-size:13px;margin-top:4px}
+header code{background:#2e3648;color:#fff}
 nav{position:sticky;top:0;background:#fff;border-bottom:1px solid var(--line);padding:8px 28px;
  z-index:1}
 nav a{margin-right:16px;color:#0b5cad;text-decoration:none;font-size:13px}

@@ -44,7 +44,7 @@ def _tail(proc) -> str:
 @pytest.fixture(scope="module")
 def runs(spark, tmp_path_factory):
     require_airflow()
-    from recrawl.airflow_demo import config_toml, round_conf
+    from recrawl.airflow_demo import SHORT_LIVED_DRIVER, config_toml, round_conf
     from recrawl.demo import demo_config
     from recrawl.rounds import parse_date
     from recrawl.tables import init_tables
@@ -57,7 +57,7 @@ def runs(spark, tmp_path_factory):
     try:
         cfg = demo_config(tmp / "crawl", **{
             "fetcher.time_budget_s": 12.0, "fetcher.min_delay_s": 0.2, "generate.max_per_host": 8,
-            "spark.shuffle_partitions": 2,
+            "spark.shuffle_partitions": 2, "spark.extra": SHORT_LIVED_DRIVER,
         })
         config = tmp / "recrawl.toml"
         config.write_text(config_toml(cfg), encoding="utf-8")

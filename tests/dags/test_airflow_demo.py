@@ -1,0 +1,32 @@
+"""The Airflow demo's plumbing: the TOML it hands to tasks, the params it triggers with."""
+
+from __future__ import annotations
+
+from recrawl.airflow_demo import SHORT_LIVED_DRIVER, config_toml, round_conf, step_lines
+from recrawl.config import load_config
+from recrawl.demo import demo_config
+
+
+def test_the_config_file_reproduces_the_demo_configuration(tmp_path):
+    cfg = demo_config(tmp_path / "home", **{"spark.extra": SHORT_LIVED_DRIVER})
+    path = tmp_path / "recrawl.toml"
+    path.write_text(config_toml(cfg), encoding="utf-8")
+    loaded = load_config(path, environ={})
+    assert {s: dict(v) for s, v in loaded.values.items()} == {s: dict(v) for s, v in cfg.values.items()}
+
+
+def test_round_conf_names_the_dag_params_with_the_configured_values(tmp_path):
+    cfg = demo_config(tmp_path, **{"generate.top_n": 7, "fetcher.time_budget_s": 12.0})
+    assert round_conf(cfg) == {"top_n": 7, "max_per_host": cfg.get("generate.max_per_host"),
+                               "partitions": cfg.get("generate.partitions"), "time_budget_s": 12.0}
+
+
+def test_step_lines_are_picked_from_a_dags_test_log(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text(
+        "2026-11-29T22:52:17Z [info     ] generate 20261101: generated=24, hosts=24 "
+        "[airflow.task.hooks.airflow.providers.standard.hooks.subprocess.SubprocessHook] loc=x\n"
+        "2026-11-29T22:52:18Z [info     ] Command exited with return code 0 [airflow.task]\n",
+        encoding="utf-8",
+    )
+    assert step_lines(log) == ["generate 20261101: generated=24, hosts=24"]
