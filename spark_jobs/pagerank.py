@@ -4,7 +4,8 @@ The graph is the latest outlinks of each page (`links` keeps only those), with s
 duplicate edges removed and duplicates collapsed onto their survivor. Vertices get integer ids
 for the iteration (recrawl.graph). Results: `scores` (replaced), `crawldb.score` for every
 ranked URL, `crawldb.inlink_score` (Σ rank/out-degree over known in-links — the estimate
-generate uses for URLs not ranked yet), and `hosts.host_rank` (sum of page ranks).
+generate uses for URLs not ranked yet), and `hosts.host_rank` (PageRank of the host graph,
+edges weighted by link count).
 Runs on its own cadence; a round never waits for it.
 """
 
@@ -77,12 +78,7 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
         .whenMatchedUpdate(set={"score": "s.pagerank", "inlink_score": "s.inlink_score"})
         .execute()
     )
-    from recrawl.urlnorm import host_key
-
-    host_udf = F.udf(lambda u: _safe(host_key, u), "string")
-    host_rank = scores.withColumn("host", host_udf("url")).groupBy("host").agg(
-        F.sum("pagerank").alias("host_rank")
-    ).where("host IS NOT NULL")
+    host_rank = host_ranks(spark, edges_url, p)
     (
         DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
         .merge(host_rank.alias("s"), "t.host = s.host")
@@ -94,6 +90,31 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
     scores.unpersist()
     ids.unpersist()
     return {"vertices": n, "edges": edges.count(), "iterations": res.iterations}
+
+
+def host_ranks(spark, edges_url, p):
+    """PageRank of the host graph: an edge per host pair, weighted by its link count."""
+    from pyspark.sql import functions as F
+
+    from recrawl.graph import pagerank
+    from recrawl.urlnorm import host_key
+
+    host_udf = F.udf(lambda u: _safe(host_key, u), "string")
+    host_edges = (
+        edges_url.select(host_udf("src_url").alias("s"), host_udf("dst_url").alias("d"))
+        .where("s IS NOT NULL AND d IS NOT NULL AND s != d")
+        .groupBy("s", "d").agg(F.count("*").alias("weight"))
+    )
+    hosts = host_edges.select(F.col("s").alias("host")).union(host_edges.select("d")).distinct()
+    hids = hosts.withColumn("id", F.monotonically_increasing_id()).cache()
+    edges = (
+        host_edges.join(hids.withColumnRenamed("host", "s").withColumnRenamed("id", "src"), "s")
+        .join(hids.withColumnRenamed("host", "d").withColumnRenamed("id", "dst"), "d")
+        .select("src", "dst", "weight")
+    )
+    res = pagerank(spark, hids.select("id"), edges, damping=float(p["damping"]),
+                   max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]))
+    return res.ranks.join(hids, "id").select("host", F.col("pagerank").alias("host_rank"))
 
 
 def _safe(fn, url):
