@@ -319,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="100000,1000000")
     ap.add_argument("--simhash-max", type=int, default=200000,
-                    help="largest size SimhashIndex runs at; larger ones are extrapolated")
+                    help="largest size SimhashIndex runs at; larger ones are extrapolated "
+                    "(0: skip it)")
     ap.add_argument("--layout", default="6c3")
     ap.add_argument("--max-bucket", type=int, default=1000)
     ap.add_argument("--shuffle-partitions", type=int, default=8)
@@ -374,7 +375,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{_mb(s['jvm_rss']):>10} {_mb(s['heap']):>8} {_mb(s['old']):>7} "
                   f"{s['cand']:>11,} {len(s['found']):>7} {len(truth):>7} {p:>6.3f} {r:>6.3f}"
                   + (f"  capped buckets {s['capped']}" if s["capped"] else ""), flush=True)
-            if n <= args.simhash_max:
+            if args.simhash_max <= 0:
+                pass  # SimhashIndex skipped
+            elif n <= args.simhash_max:
                 simhash_line(n, simhash_at(n))
             else:
                 # t = a n + b n^2 through two measured sizes (build is linear; bucket scans

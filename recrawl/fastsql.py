@@ -97,6 +97,13 @@ def table_names(cfg: Config) -> list[str]:
     return list(CONTRACT_TABLES)
 
 
+def require_tables(cfg: Config) -> None:
+    """Raise FastPathError when a local crawl home has no tables (a wrong crawl.home, usually)."""
+    if is_local_home(cfg) and not table_names(cfg):
+        raise FastPathError(f"no Delta tables under {cfg.home}/tables (is crawl.home right? "
+                            "`crawler init` creates them)")
+
+
 def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -185,9 +192,7 @@ def run_sql(cfg: Config, query: str, fmt: str = "table", limit: int = 100, out=N
     """
     from recrawl.sqlshell import emit
 
-    if is_local_home(cfg) and not table_names(cfg):
-        raise FastPathError(f"no Delta tables under {cfg.home}/tables (is crawl.home right? "
-                            "`crawler init` creates them)")
+    require_tables(cfg)
     con = connect(cfg)
     columns, rows = execute(con, query)
     emit(columns, rows, fmt, limit, out=out or sys.stdout)

@@ -20,21 +20,6 @@ from pathlib import Path
 from recrawl import analytics
 from recrawl.config import Config
 
-# Okabe-Ito based, colour-blind safe; statuses keep their colour in every chart.
-STATUS_COLORS = {
-    "fetched": "#009E73", "not_modified": "#56B4E9", "redirect": "#CC79A7", "gone": "#999999",
-    "robots_denied": "#8C564B", "http_error": "#D55E00", "timeout": "#E69F00",
-    "dns_error": "#7F3C8D", "connect_error": "#B22222", "too_large": "#4D4D4D",
-    "filtered_type": "#BCBD22", "retry_later": "#F0E442", "skipped_budget": "#C7C7C7",
-}
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999"]
-SERIES_COLORS = {
-    "generated": "#0072B2", "fetched": "#009E73", "new URLs": "#E69F00",
-    "new": "#E69F00", "changed": "#D55E00", "unchanged": "#56B4E9",
-    "exact": "#CC79A7", "near": "#0072B2", "unfetched": "#C7C7C7", "other": "#D55E00",
-    "retry_later": "#F0E442", "URLs": "#0072B2", "pages/s": "#009E73", "overdue": "#D55E00",
-}
-
 
 def esc(value) -> str:
     return html.escape("" if value is None else str(value), quote=True)
@@ -72,10 +57,6 @@ def _nice_max(value: float, integer: bool = False) -> tuple[float, float]:
     if integer:
         step = max(1.0, float(round(step)))
     return step * math.ceil(value / step - 1e-9), step
-
-
-def _color(name: str, i: int) -> str:
-    return STATUS_COLORS.get(name) or SERIES_COLORS.get(name) or PALETTE[i % len(PALETTE)]
 
 
 def _short(text: str, n: int) -> str:
@@ -202,7 +183,7 @@ def bar_chart(
         parts.append(f'<line class="axis" x1="{x0}" y1="{y0 + plot_h}" x2="{x0 + plot_w}" '
                      f'y2="{y0 + plot_h}"/>')
     legend = "".join(
-        f'<li><span class="swatch" style="background:{_color(name, i)}"></span>{esc(name)}</li>'
+        f'<li><span class="swatch" style="background:{analytics.color(name, i)}"></span>{esc(name)}</li>'
         for i, (name, _) in enumerate(series)
     ) if n_series > 1 else ""
     svg = (f'<svg class="bars" viewBox="0 0 {width} {height}" width="100%" '
@@ -215,7 +196,7 @@ def _rect(series: str, category: str, value: float, unit: str, x, y, w, h, i: in
     shown = _fmt(int(value) if value == int(value) else value)
     return (f'<rect class="bar" data-series="{esc(series)}" data-category="{esc(category)}" '
             f'data-value="{esc(shown)}" x="{x:.1f}" y="{y:.1f}" width="{max(w, 0):.1f}" '
-            f'height="{max(h, 0):.1f}" fill="{_color(series, i)}"><title>{esc(category)} · '
+            f'height="{max(h, 0):.1f}" fill="{analytics.color(series, i)}"><title>{esc(category)} · '
             f'{esc(series)}: {esc(shown)}{esc(unit)}</title></rect>')
 
 
@@ -234,24 +215,6 @@ def table(records: list[dict], columns: Sequence[tuple[str, str]], table_id: str
         body.append(f"<tr>{''.join(cells)}</tr>")
     ident = f' id="{esc(table_id)}"' if table_id else ""
     return f'<table{ident}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-
-
-def _pivot(records: list[dict], row_key: str, col_key: str, value_key: str,
-           col_order: Sequence[str] | None = None) -> tuple[list[str], list[tuple[str, list[float]]]]:
-    """Long rows -> (categories in first-seen order, [(series, values)])."""
-    cats: list[str] = []
-    cols: list[str] = []
-    cell: dict[tuple[str, str], float] = {}
-    for r in records:
-        c, s = str(r[row_key]), str(r[col_key])
-        if c not in cats:
-            cats.append(c)
-        if s not in cols:
-            cols.append(s)
-        cell[(c, s)] = cell.get((c, s), 0) + (r[value_key] or 0)
-    if col_order:
-        cols = [c for c in col_order if c in cols] + [c for c in cols if c not in col_order]
-    return cats, [(s, [cell.get((c, s), 0) for c in cats]) for s in cols]
 
 
 def _section(sid: str, title: str, intro: str, *body: str) -> str:
@@ -309,7 +272,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                                            ("new_urls", "new URLs"), ("duplicates", "duplicates")],
                                   "table-rounds")),
     ))
-    cats, series = _pivot(status_rows, "round_id", "fetch_status", "n", analytics.FETCH_STATUSES)
+    cats, series = analytics.pivot(status_rows, "round_id", "fetch_status", "n", analytics.FETCH_STATUSES)
     sections.append(_section(
         "fetch-status", "Fetch statuses per round",
         "What every fetch attempt ended as. <code>retry_later</code> is a host pushing back "
@@ -342,7 +305,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                                         ("changed", "changed"), ("unchanged", "unchanged"),
                                         ("discovered", "URLs discovered")])),
     ))
-    dcats, dseries = _pivot(dups, "round_id", "kind", "n", ("exact", "near"))
+    dcats, dseries = analytics.pivot(dups, "round_id", "kind", "n", ("exact", "near"))
     sections.append(_section(
         "duplicates", "Duplicates",
         "URLs found to duplicate another page in each round: exact (same content hash) and "
@@ -363,7 +326,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                                           ("unfetched", "unfetched"), ("other", "other"),
                                           ("host_rank", "host rank"), ("trap", "trap")])),
     ))
-    mcats, mseries = _pivot(mix, "host", "fetch_status", "n", analytics.FETCH_STATUSES)
+    mcats, mseries = analytics.pivot(mix, "host", "fetch_status", "n", analytics.FETCH_STATUSES)
     sections.append(_section(
         "status-mix", "Fetch status mix per host", "All rounds, the same hosts' fetch attempts.",
         bar_chart("chart-status-mix", mcats, mseries, horizontal=True),
@@ -389,8 +352,10 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         "change-rate", "Change rate and freshness",
         "Estimated changes per day (Poisson model) over URLs with an estimate, and the age of "
         "the stored copies at the last round's logical date.",
+        "<h3>URLs by estimated change rate (changes per day)</h3>",
         bar_chart("chart-change-rate", [r["bucket"] for r in rates],
                   [("URLs", [r["urls"] for r in rates])]),
+        "<h3>Age of the stored copy; overdue = due before the last round</h3>",
         bar_chart("chart-freshness", [r["bucket"] for r in fresh],
                   [("URLs", [r["urls"] for r in fresh]), ("overdue", [r["overdue"] for r in fresh])],
                   stacked=False),
@@ -412,6 +377,7 @@ def write_report(cfg: Config, out: str | Path, top: int = 15, now: dt.datetime |
     """Write the report for `cfg`'s crawl home to `out`; returns the path written."""
     from recrawl import fastsql
 
+    fastsql.require_tables(cfg)
     con = fastsql.connect(cfg)
     try:
         page = build_report(
@@ -466,7 +432,8 @@ ul.legend{list-style:none;padding:0;margin:4px 0 0;display:flex;flex-wrap:wrap;g
 table{border-collapse:collapse;width:100%;font-size:12.5px;margin:8px 0}
 th,td{border-bottom:1px solid #eceef2;padding:4px 8px;text-align:left;vertical-align:top;
  overflow-wrap:anywhere}
-th{background:#f2f4f7;font-weight:600}
+th{background:#f2f4f7;font-weight:600;white-space:nowrap}
+h3{font-size:13px;font-weight:600;margin:12px 0 0;color:#3a4252}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 details summary{cursor:pointer;color:#0b5cad;font-size:13px;margin-top:6px}
 code{background:#f2f4f7;padding:0 3px;border-radius:3px}

@@ -56,8 +56,12 @@ def run(
     steps: Sequence[str] = STEPS,
     retain_hours: float = MIN_RETAIN_HOURS,
     warc_retention_days: float = DEFAULT_WARC_RETENTION_DAYS,
+    tables: Sequence[str] | None = None,
 ) -> dict[str, int]:
-    """Run the chosen maintenance steps; returns counts per step (`step.name → n`)."""
+    """Run the chosen maintenance steps; returns counts per step (`step.name → n`).
+
+    `tables` limits OPTIMIZE and VACUUM to some tables (default: every contract table).
+    """
     from recrawl.rounds import BadInput
 
     unknown = [s for s in steps if s not in STEPS]
@@ -72,9 +76,9 @@ def run(
     if "warc" in steps:
         counts.update(_prefixed("warc", _warc_retention(spark, cfg, logical, warc_retention_days)))
     if "optimize" in steps:
-        counts.update(_prefixed("optimize", _optimize(spark, cfg)))
+        counts.update(_prefixed("optimize", _optimize(spark, cfg, tables)))
     if "vacuum" in steps:
-        counts.update(_prefixed("vacuum", _vacuum(spark, cfg, retain_hours)))
+        counts.update(_prefixed("vacuum", _vacuum(spark, cfg, retain_hours, tables)))
     return counts
 
 
@@ -133,14 +137,14 @@ def _warc_retention(spark, cfg: Config, logical: dt.datetime, days: float) -> di
             "unknown_folders": len(unknown)}
 
 
-def _optimize(spark, cfg: Config) -> dict[str, int]:
+def _optimize(spark, cfg: Config, names: Sequence[str] | None) -> dict[str, int]:
     from delta.tables import DeltaTable
 
     from recrawl.schemas import TABLES
     from recrawl.tables import table_exists
 
     added = removed = tables = 0
-    for name in TABLES:
+    for name in names or TABLES:
         path = cfg.table_path(name)
         if not table_exists(spark, path):
             continue
@@ -153,20 +157,18 @@ def _optimize(spark, cfg: Config) -> dict[str, int]:
     return {"tables": tables, "files_added": added, "files_removed": removed}
 
 
-def _vacuum(spark, cfg: Config, retain_hours: float) -> dict[str, int]:
+def _vacuum(spark, cfg: Config, retain_hours: float, names: Sequence[str] | None) -> dict[str, int]:
     from delta.tables import DeltaTable
 
     from recrawl.schemas import TABLES
     from recrawl.tables import table_exists
 
-    tables = deleted = 0
-    for name in TABLES:
+    tables = 0
+    for name in names or TABLES:
         path = cfg.table_path(name)
         if not table_exists(spark, path):
             continue
-        escaped = path.replace("`", "``")
-        # DRY RUN lists what VACUUM would delete (the Python API returns no count).
-        deleted += spark.sql(f"VACUUM delta.`{escaped}` RETAIN {retain_hours:g} HOURS DRY RUN").count()
+        # Delta prints how many files it deleted; its Python API returns no count.
         DeltaTable.forPath(spark, path).vacuum(retain_hours)
         tables += 1
-    return {"tables": tables, "files_deleted": deleted}
+    return {"tables": tables}

@@ -147,6 +147,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             )
             ctx = ScheduleContext(mu=alloc.mu)
             counts["planned_fetches_per_day"] = int(round(alloc.used_budget))
+        else:  # only duplicates fetched: nothing shares the budget, they are not refetched
+            ctx = ScheduleContext(mu=math.inf)
         counts.update(
             population=int(sum(r["n"] for r in hist)),
             buckets=len(hist),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 
 from recrawl.config import Config, load_config
 
@@ -225,8 +226,10 @@ def build(spark, home) -> Config:
 
     cfg = config_for(home)
     init_tables(spark, cfg)
-    for name, rows in rows_by_table().items():
-        _append(spark, cfg, name, rows)
+    # One append per table; Spark runs jobs from several threads at once, which overlaps the
+    # driver-side Delta commit work of the ten small writes.
+    with ThreadPoolExecutor(3) as pool:
+        list(pool.map(lambda item: _append(spark, cfg, *item), rows_by_table().items()))
     return cfg
 
 

@@ -138,3 +138,11 @@ def test_every_policy_builds_from_the_default_section(cfg):
     for name in ("fixed", "adaptive", "optimal"):
         assert build_policy({**section, "policy": name}).name == name
     assert build_policy({**section, "policy": "optimal"}).default_rate == section["prior_mean"]
+
+
+def test_optimal_with_only_duplicates_fetched_gives_them_the_longest_interval(spark, cfg):
+    cfg = cfg.with_overrides({"schedule.policy": "optimal"})
+    _crawldb(spark, cfg, [ROWS[3]])  # duplicates are never generated: no budget share
+    counts = _schedule(spark, cfg)
+    assert counts["scheduled"] == 1 and counts["population"] == 0
+    assert _rows(spark, cfg)["http://a.test/dup"]["fetch_interval_s"] == 30 * DAY
