@@ -6,7 +6,8 @@ one `crawler <step> --date <data interval start>` of the main virtualenv (the CL
 round id with `crawl.round_id_format`, `%Y%m%d`). Every step is idempotent for its round, so a
 failed task is simply retried or cleared. `check_round` skips the whole run when the round
 already completed every step: re-running a date, or backfilling over days already crawled,
-changes nothing (trigger with `force` to crawl such a date again).
+changes nothing (trigger with `force` to crawl such a date again). Needs the tables and some
+seeds: run the `inject` DAG (`crawler init` + `crawler inject`) once first.
 
 * **Schedule**: daily at 00:00 UTC (`CronTriggerTimetable`): the run for day D crawls as of D.
   `catchup=False`: days missed while the scheduler was down are *not* crawled automatically;

@@ -231,10 +231,11 @@ Tables and WARCs: {rel}/ (config {rel}/recrawl.toml, task logs {rel}/logs/). Que
   RECRAWL_CONFIG={rel}/recrawl.toml .venv/bin/crawler sql "SELECT status, count(*) FROM crawldb GROUP BY 1"
 Watch and re-run in the Airflow UI (http://127.0.0.1:8080, no login; Ctrl-C stops it):
   .venv/bin/python -m simweb serve --port {port} --seed 42 --sites {args.sites} --pages {args.pages} &
-  AIRFLOW_HOME={shlex.quote(os.path.relpath(airflow_home, ROOT))} RECRAWL_CONFIG={rel}/recrawl.toml \\
-    .venv-airflow/bin/airflow standalone
-The crawl_cycle runs above are listed there; clearing one re-runs it (a completed round is
-skipped unless triggered with force=true). See docs/airflow.md.""")
+  PATH=$PWD/.venv-airflow/bin:$PATH AIRFLOW_HOME={shlex.quote(os.path.relpath(airflow_home, ROOT))} \\
+    RECRAWL_CONFIG={rel}/recrawl.toml airflow standalone
+The crawl_cycle runs above are listed there. DAGs start paused: unpause crawl_cycle for the
+scheduler to run cleared or triggered runs (it then also schedules today's round); a completed
+round is skipped unless triggered with force=true. See docs/airflow.md.""")
     if failed:
         print("FAILED: " + "; ".join(failed), file=sys.stderr)
         return 1

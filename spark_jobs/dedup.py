@@ -265,9 +265,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
     meta_cols = ["url", "host", "score", "inlink_score", "discovered_at"]
     new_meta = db.select(*meta_cols).join(side(new.select("url")), "url", "left_semi")
-    new_c = with_meta(new.join(new_meta, "url", "left"), F.expr(ts_lit(logical))).persist(
-        StorageLevel.MEMORY_AND_DISK
-    )  # the round's side, reused by the trap check
+    # The round's side, materialized (small): later plans start from it, not from its lineage.
+    new_c = with_meta(new.join(new_meta, "url", "left"), F.expr(ts_lit(logical))).localCheckpoint()
     stored = (
         db.where("status = 'fetched' AND content_hash IS NOT NULL")
         .join(side(new.select("url")), "url", "left_anti")
@@ -311,11 +310,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "url", "c.canonical_url", F.lit("near").alias("kind"),
         F.col("c.distance").cast("int").alias("distance"),
     )
-    dups = (
-        exact.unionByName(near)
-        .withColumn("round_id", F.lit(round_id))
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+    # Materialized: the write and the counts below then plan over a small scan, not the joins.
+    dups = exact.unionByName(near).withColumn("round_id", F.lit(round_id)).localCheckpoint()
     replace_round(dups, cfg, "duplicates", round_id)
     by_kind = dups.groupBy("kind").agg(F.count("*").alias("n")).collect()
     counts = {r["kind"]: r["n"] for r in by_kind}
@@ -336,16 +332,18 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
                 F.lit("near-duplicate flood").alias("trap_reason"))
     )
     trap_rows = per_host.collect()
-    if trap_rows:
+    flagged = {r["host"] for r in read(spark, cfg, "hosts").where("trap").select("host").collect()}
+    to_flag = [r for r in trap_rows if r["host"] not in flagged]  # a re-run commits nothing
+    if to_flag:
         (
             DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
-            .merge(spark.createDataFrame(trap_rows, per_host.schema).alias("s"), "t.host = s.host")
+            .merge(spark.createDataFrame(to_flag, per_host.schema).alias("s"), "t.host = s.host")
             .whenMatchedUpdate(set={"trap": "s.trap", "trap_reason": "s.trap_reason"})
             .whenNotMatchedInsert(values={"host": "s.host", "trap": "s.trap",
                                           "trap_reason": "s.trap_reason"})
             .execute()
         )
-    for df in (new, new_c, exact, nd.rows, pairs, dups):
+    for df in (new, exact, nd.rows, pairs):
         df.unpersist()
     return {
         "new_pages": new_pages,

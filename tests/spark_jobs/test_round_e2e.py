@@ -15,7 +15,8 @@ import pytest
 from recrawl.demo import demo_config
 from recrawl.rounds import STEPS, parse_date, round_id_for
 
-pytestmark = pytest.mark.spark
+# One fixture runs three real rounds; on a loaded 2-core machine that can exceed the default.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 
 START = "2026-11-01"
 ROUNDS = 3
