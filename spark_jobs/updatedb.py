@@ -145,6 +145,14 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
                            set=updates)
         .execute()
     )
+    # A stored page that lost to a new copy in this round's dedup is a duplicate too.
+    stored_dups = dups.select("url").join(fetches.select("url"), "url", "left_anti")
+    (
+        crawldb.alias("t")
+        .merge(stored_dups.alias("s"), "t.url = s.url AND t.status = 'fetched'")
+        .whenMatchedUpdate(set={"status": "'duplicate'"})
+        .execute()
+    )
     # Pages that keep breaking the parser are parked (a poison page must not fail every round).
     max_pf = int(cfg.get("parse.max_parse_failures"))
     crawldb.update(
