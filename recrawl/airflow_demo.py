@@ -172,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
           f"on 127.0.0.1:{port}", flush=True)
     failed: list[str] = []
     try:
-        cfg = demo_config(home, **{"fetcher.time_budget_s": args.time_budget, "spark.extra": SHORT_LIVED_DRIVER})
+        cfg = demo_config(home, **{"fetcher.time_budget_s": args.time_budget, "spark.shuffle_partitions": 2,
+                                   "spark.extra": SHORT_LIVED_DRIVER})
         config_file = home / "recrawl.toml"
         config_file.write_text(config_toml(cfg), encoding="utf-8")
         seeds = home / "seeds.txt"
