@@ -166,6 +166,11 @@ HOSTS = _schema(
     ("pages_fetched", L),
     ("host_rank", D),
     ("updated_at", T),
+    # Host graph structure from the pagerank job: the component's smallest host name and size.
+    ("component_root", S),
+    ("component_hosts", L),
+    ("scc_root", S),
+    ("scc_hosts", L),
 )
 
 SCORES = _schema(

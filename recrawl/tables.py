@@ -37,6 +37,7 @@ def create_table(spark, cfg: Config, spec: TableSpec) -> bool:
 
     path = cfg.table_path(spec.name)
     if table_exists(spark, path):
+        add_missing_columns(spark, path, spec)
         return False
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(spec.schema)
     if spec.partition_by:
@@ -47,6 +48,20 @@ def create_table(spark, cfg: Config, spec: TableSpec) -> bool:
         builder = builder.comment(spec.comment)
     builder.execute()
     return True
+
+
+def add_missing_columns(spark, path: str, spec: TableSpec) -> list[str]:
+    """Additive migration: columns declared since the table was made are added (NULL for old rows).
+
+    Renames and type changes are never done here; check_schema reports them.
+    """
+    have = {f.name for f in spark.read.format("delta").load(path).schema.fields}
+    missing = [f for f in spec.schema.fields if f.name not in have]
+    if missing:
+        cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        escaped = path.replace("`", "``")
+        spark.sql(f"ALTER TABLE delta.`{escaped}` ADD COLUMNS ({cols})")
+    return [f.name for f in missing]
 
 
 def init_tables(spark, cfg: Config) -> dict[str, bool]:
@@ -92,7 +107,8 @@ def check_schema(name: str, actual) -> None:
     if problems:
         raise SchemaMismatch(
             f"table {name} does not match the declared schema ({'; '.join(problems)}); "
-            "it was written by another version — migrate it or point crawl.home elsewhere"
+            "it was written by another version — `crawler init` adds new columns; otherwise migrate it "
+            "or point crawl.home elsewhere"
         )
 
 

@@ -30,6 +30,25 @@ def per_host_cap(time_budget_s: float, delay_s: float, configured: int) -> int:
     return max(1, int(time_budget_s // max(delay_s, 0.001)))
 
 
+def priority_sql(mode: str, as_of: str, damping: float, staleness_cap: float) -> str:
+    """SQL for a due URL's priority at the logical time `as_of` (a timestamp literal).
+
+    pagerank: importance x staleness. Importance is the page's PageRank; a URL not ranked yet
+    gets what its known in-links would pass on, damping x sum(rank / out-degree) (the
+    `inlink_score` kept by pagerank and updatedb), on the same scale without the small uniform
+    term. Staleness is 1 + (time overdue / fetch interval), capped: of two equally important
+    pages the one further past its due date goes first, but staleness cannot outweigh a
+    PageRank more than `staleness_cap` times larger.
+    bfs (scores missing or stale): shallower first, 1 / (1 + depth).
+    """
+    if mode == "bfs":
+        return "1.0 / (1.0 + coalesce(depth, 0))"
+    importance = f"coalesce(score, {damping!r} * inlink_score, 0.0)"
+    overdue = f"greatest(0.0, unix_timestamp({as_of}) - unix_timestamp(next_fetch_time))"
+    staleness = f"least({float(staleness_cap)!r}, 1.0 + {overdue} / greatest(coalesce(fetch_interval_s, 86400), 1))"
+    return f"{importance} * {staleness}"
+
+
 def pack_hosts(loads: Iterable[tuple[str, float]], partitions: int) -> dict[str, int]:
     """Longest-processing-time-first packing of hosts into partitions by expected time."""
     heap = [(0.0, p) for p in range(max(1, partitions))]
@@ -80,11 +99,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     candidates = due.where(~in_backoff & ~trap_block)
 
     scores_fresh, mode = _scores_mode(spark, cfg, now_logical)
-    if scores_fresh:
-        priority = F.coalesce(F.col("score"), F.col("inlink_score"), F.lit(0.0))
-    else:
-        # Breadth-first: shallower first.
-        priority = 1.0 / (1.0 + F.coalesce(F.col("depth"), F.lit(0)))
+    priority = F.expr(priority_sql(
+        mode, ts_lit(now_logical), float(cfg.get("pagerank.damping")), float(g["staleness_cap"])
+    ))
     delay = F.greatest(F.lit(float(f["min_delay_s"])), F.coalesce("crawl_delay", F.lit(0.0)))
     budget = float(f["time_budget_s"])
     cap = (

@@ -78,33 +78,78 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
         .whenMatchedUpdate(set={"score": "s.pagerank", "inlink_score": "s.inlink_score"})
         .execute()
     )
-    host_rank = host_ranks(spark, edges_url, p)
+    host_edges = host_graph(edges_url)
+    host_rank = host_ranks(spark, host_edges, p)
+    structure = host_components(spark, host_edges, p)
+    host_rows = host_rank.join(structure, "host", "full").cache()
+    cols = ["host_rank", "component_root", "component_hosts", "scc_root", "scc_hosts"]
     (
         DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
-        .merge(host_rank.alias("s"), "t.host = s.host")
-        .whenMatchedUpdate(set={"host_rank": "s.host_rank"})
-        .whenNotMatchedInsert(values={"host": "s.host", "host_rank": "s.host_rank"})
+        .merge(host_rows.alias("s"), "t.host = s.host")
+        .whenMatchedUpdate(set={c: f"s.{c}" for c in cols})
+        .whenNotMatchedInsert(values={"host": "s.host", **{c: f"s.{c}" for c in cols}})
         .execute()
     )
+    big_scc = host_rows.agg(F.max("scc_hosts")).first()[0] or 0
+    unresolved = host_rows.where("scc_root IS NULL").count()
+    host_rows.unpersist()
     n = scores.count()
     scores.unpersist()
     ids.unpersist()
-    return {"vertices": n, "edges": edges.count(), "iterations": res.iterations}
+    return {"vertices": n, "edges": edges.count(), "iterations": res.iterations,
+            "largest_host_scc": int(big_scc), "hosts_scc_unresolved": unresolved}
 
 
-def host_ranks(spark, edges_url, p):
-    """PageRank of the host graph: an edge per host pair, weighted by its link count."""
+def host_graph(edges_url):
+    """An edge per (source host, target host) pair, weighted by its link count."""
     from pyspark.sql import functions as F
 
-    from recrawl.graph import pagerank
     from recrawl.urlnorm import host_key
 
     host_udf = F.udf(lambda u: _safe(host_key, u), "string")
-    host_edges = (
+    return (
         edges_url.select(host_udf("src_url").alias("s"), host_udf("dst_url").alias("d"))
         .where("s IS NOT NULL AND d IS NOT NULL AND s != d")
         .groupBy("s", "d").agg(F.count("*").alias("weight"))
+        .cache()
     )
+
+
+def host_components(spark, host_edges, p):
+    """Weakly and strongly connected components of the host graph, for analysts.
+
+    A cluster of sites that link to each other (one SCC) is one content source in practice
+    (seed 004); a component is named by its smallest host name, with its size in hosts.
+    """
+    from pyspark.sql import functions as F
+
+    from recrawl.graph import strongly_connected_components, weakly_connected_components
+
+    edges = host_edges.select(F.col("s").alias("src"), F.col("d").alias("dst"))
+    vertices = edges.select(F.col("src").alias("id")).union(edges.select("dst")).distinct()
+    wcc = weakly_connected_components(spark, vertices, edges).labels
+    scc = strongly_connected_components(
+        spark, vertices, edges, max_rounds=int(p["components_max_rounds"])
+    ).labels
+
+    def sized(labels, root: str, size: str):
+        counts = labels.where("component IS NOT NULL").groupBy("component").agg(F.count("*").alias(size))
+        return (
+            labels.join(counts, "component", "left")
+            .select(F.col("id").alias("host"), F.col("component").alias(root), size)
+        )
+
+    return sized(wcc, "component_root", "component_hosts").join(
+        sized(scc, "scc_root", "scc_hosts"), "host", "full"
+    )
+
+
+def host_ranks(spark, host_edges, p):
+    """PageRank of the host graph, edges weighted by link count."""
+    from pyspark.sql import functions as F
+
+    from recrawl.graph import pagerank
+
     hosts = host_edges.select(F.col("s").alias("host")).union(host_edges.select("d")).distinct()
     hids = hosts.withColumn("id", F.monotonically_increasing_id()).cache()
     edges = (

@@ -165,17 +165,21 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     host_of = F.udf(_host_or_none, "string")
     norm_udf = F.udf(lambda u: try_normalize(u, rules=rules)[0] if u else None, "string")
     # New URLs: outlinks, redirect targets and sitemaps, at depth = shortest path from a seed.
-    db = read(spark, cfg, "crawldb").select("url", "depth")
+    db = read(spark, cfg, "crawldb").select("url", "depth", "score")
     links = read(spark, cfg, "links").where(f"round_id = {rid}")
+    # A URL found after the last PageRank run gets the estimate generate ranks it by until the
+    # next run: sum over its ranked in-links of rank / out-degree.
+    outdeg = links.groupBy("src_url").agg(F.count("*").alias("deg"))
     link_targets = (
-        links.join(db.withColumnRenamed("url", "src_url"), "src_url")
-        .select(F.col("dst_url").alias("url"), (F.col("depth") + 1).alias("depth"))
+        links.join(db.withColumnRenamed("url", "src_url"), "src_url").join(outdeg, "src_url")
+        .select(F.col("dst_url").alias("url"), (F.col("depth") + 1).alias("depth"),
+                (F.col("score") / F.col("deg")).alias("inlink_est"))
     )
     redirect_targets = (
         fetches.where("fetch_status = 'redirect' AND final_url IS NOT NULL "
                       "AND final_url != url")
         .join(db, "url")
-        .select(F.col("final_url").alias("url"), F.col("depth"))
+        .select(F.col("final_url").alias("url"), F.col("depth"), F.col("score").alias("inlink_est"))
     )
     # Sitemaps named in robots.txt of hosts fetched this round feed discovery (depth 0 like a
     # seed: a sitemap is the site's own list of its pages).
@@ -184,14 +188,14 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .join(fetches.select(F.col("url").alias("u")).withColumn("host", host_of("u"))
               .select("host").distinct(), "host")
         .select(F.explode("sitemaps").alias("url"))
-        .select(norm_udf("url").alias("url"), F.lit(0).alias("depth"))
+        .select(norm_udf("url").alias("url"), F.lit(0).alias("depth"), F.lit(None).cast("double").alias("inlink_est"))
         .where("url IS NOT NULL")
     )
     max_depth = int(cfg.get("crawl.max_depth"))
     host_udf = F.udf(_host_or_none, "string")
     targets = (
         link_targets.unionByName(redirect_targets).unionByName(sitemap_targets)
-        .groupBy("url").agg(F.min("depth").alias("depth"))
+        .groupBy("url").agg(F.min("depth").alias("depth"), F.sum("inlink_est").alias("inlink_est"))
         .where(F.col("depth") <= max_depth)
         .withColumn("host", host_udf("url"))
         .where("host IS NOT NULL")
@@ -205,7 +209,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .whenNotMatchedInsert(values={
             "url": "s.url", "host": "s.host", "status": "'unfetched'", "depth": "s.depth",
             "discovered_at": now_sql, "next_fetch_time": now_sql, "retries": "0",
-            "fetch_count": "0", "change_count": "0", "parse_failures": "0",
+            "fetch_count": "0", "change_count": "0", "parse_failures": "0", "inlink_score": "s.inlink_est",
             "fetch_interval_s": str(int(sch["default_interval_days"] * day)),
         })
         .execute()

@@ -67,3 +67,25 @@ def test_schema_drift_is_reported_clearly():
         check_schema("scores", drifted)
     with pytest.raises(SchemaMismatch, match="missing column computed_at"):
         check_schema("scores", drifted)
+
+
+def test_init_adds_columns_declared_since_a_table_was_made(spark, cfg):
+    from pyspark.sql.types import StructType
+
+    from recrawl.schemas import TableSpec
+    from recrawl.tables import create_table
+
+    spec = TABLES["hosts"]
+    old = TableSpec(spec.name, StructType(spec.schema.fields[:-2]), spec.partition_by, spec.comment)
+    assert create_table(spark, cfg, old)
+    path = cfg.table_path("hosts")
+    spark.createDataFrame([("http://a.test:80",) + (None,) * (len(old.schema) - 1)], old.schema) \
+        .write.format("delta").mode("append").save(path)
+    with pytest.raises(SchemaMismatch, match="crawler init"):
+        read(spark, cfg, "hosts")
+    init_tables(spark, cfg)  # the additive migration
+    df = read(spark, cfg, "hosts")
+    assert [f.name for f in df.schema.fields] == [f.name for f in spec.schema.fields]
+    rows = df.collect()
+    assert [r.host for r in rows] == ["http://a.test:80"]  # the old row survived, new columns NULL
+    assert rows[0].scc_root is None and rows[0].scc_hosts is None

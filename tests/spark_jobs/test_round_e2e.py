@@ -205,13 +205,34 @@ def test_pagerank_scores_feed_generate_priority(spark, crawl):
     chosen = _rows(spark, cfg, "fetch_list", "round_id = 'prio'")
     db = _rows(spark, cfg, "crawldb")
     chosen_urls = {r["url"] for r in chosen}
+    as_of = logical.replace(tzinfo=None)
+
+    def expected_priority(r):  # importance x capped staleness (generate.priority_sql)
+        importance = r["score"] if r["score"] is not None else 0.85 * (r["inlink_score"] or 0.0)
+        overdue = max(0.0, (as_of - r["next_fetch_time"]).total_seconds())
+        return importance * min(3.0, 1.0 + overdue / max(r["fetch_interval_s"] or 86400, 1))
+
+    by_url = {r["url"]: r for r in db}
+    for r in chosen:
+        assert r["priority"] == pytest.approx(expected_priority(by_url[r["url"]]), rel=1e-9)
     for host in {r["host"] for r in chosen}:
         picked = [r["priority"] for r in chosen if r["host"] == host]
         left = [
-            r["score"] if r["score"] is not None else (r["inlink_score"] or 0.0)
+            expected_priority(r)
             for r in db
             if r["host"] == host and r["url"] not in chosen_urls and r["status"] == "fetched"
-            and r["next_fetch_time"] <= logical.replace(tzinfo=None)
+            and r["next_fetch_time"] <= as_of
         ]
         if left:
             assert min(picked) >= max(left), host
+    # Host graph structure for analysts: components named by their smallest host, sizes agree.
+    hosts = [r for r in _rows(spark, cfg, "hosts") if r["scc_root"] is not None]
+    assert hosts and counts["hosts_scc_unresolved"] == 0
+    for col, size in (("scc_root", "scc_hosts"), ("component_root", "component_hosts")):
+        members = {}
+        for r in hosts:
+            members.setdefault(r[col], []).append(r["host"])
+        for root, group in members.items():
+            assert root == min(group)
+            assert all(r[size] == len(members[r[col]]) for r in hosts if r[col] == root)
+    assert counts["largest_host_scc"] == max(r["scc_hosts"] for r in hosts)
