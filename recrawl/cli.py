@@ -186,8 +186,14 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
         return print_status(get_spark(cfg), cfg)
     if args.verb == "inject":
         from spark_jobs import inject
+        from spark_jobs.common import norm_rules
 
+        # a wrong or malformed seed file is refused before a JVM starts
+        inject.check_seeds(inject.read_seeds(args.seeds, norm_rules(cfg)), args.seeds)
         spark = get_spark(cfg)
+        from recrawl.tables import check_tables
+
+        check_tables(spark, cfg, ["crawldb"])
         counts = inject.run(spark, cfg, args.seeds, _logical(args.date))
         _print_counts("inject", counts)
         return 0
@@ -212,6 +218,9 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
     logical = _logical(args.date)
     round_id = check_round_id(args.round_id or round_id_for(cfg, logical))
     spark = get_spark(cfg)
+    from recrawl.tables import check_tables
+
+    check_tables(spark, cfg)
     verbs = (args.verb,)
     if args.verb == "round":
         start = 0 if args.redo else resume_from(steps_done(spark, cfg, round_id))
