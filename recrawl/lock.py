@@ -2,10 +2,11 @@
 
 Every `crawler` verb that writes tables (init, inject, the round steps, round, pagerank,
 maintenance) takes `<crawl.home>/crawler.lock` before it starts Spark. The file holds the
-holder's pid, host name, process start time, verb and when it was taken (JSON). A second
-writer waits up to `crawl.lock_wait_s` seconds for it and is then refused with one line naming
-the holder (exit code 2). A lock left by a process that no longer runs on this host (killed
-with -9, machine crash) is stale: it is reclaimed with a note on stderr. A lock taken on
+holder's pid, host name, process start time, verb and when it was taken (JSON), and once Spark
+is up the pid and start time of its JVM. A second writer waits up to `crawl.lock_wait_s`
+seconds for it and is then refused with one line naming the holder (exit code 2). A lock left
+by a process that no longer runs on this host (killed with -9, machine crash) — neither the
+Python driver nor its JVM — is stale: it is reclaimed with a note on stderr. A lock taken on
 another host cannot be checked and is never reclaimed automatically; the message says which
 file to remove once that process is known to be gone.
 
@@ -51,8 +52,15 @@ def _start_time(pid: int) -> float | None:
 
 
 def _alive(info: dict) -> bool:
-    """Whether the holder described by `info` still runs (only decidable on this host)."""
-    pid = int(info.get("pid", -1))
+    """Whether the holder described by `info` still runs (only decidable on this host): its
+    Python process, or the JVM it started (which may outlive a killed driver for a moment)."""
+    jvm = info.get("jvm_pid")
+    if jvm and _pid_alive(int(jvm), info.get("jvm_start")):
+        return True
+    return _pid_alive(int(info.get("pid", -1)), info.get("process_start"))
+
+
+def _pid_alive(pid: int, started: float | None) -> bool:
     if pid <= 0:
         return False
     try:
@@ -61,7 +69,6 @@ def _alive(info: dict) -> bool:
         return False
     except PermissionError:
         return True
-    started = info.get("process_start")
     now_started = _start_time(pid)
     # A recycled pid: same number, a different (later) process.
     if started is not None and now_started is not None and abs(now_started - started) > 1.0:
@@ -142,6 +149,21 @@ def _mtime(path: Path) -> float:
         return time.time()
 
 
+_held: Path | None = None
+
+
+def note_jvm(pid: int) -> None:
+    """Record the JVM this process started in the lock it holds (if any)."""
+    if _held is None:
+        return
+    info = _read(_held)
+    if info and info.get("pid") == os.getpid():
+        info.update(jvm_pid=pid, jvm_start=_start_time(pid))
+        tmp = _held.with_suffix(".tmp")
+        tmp.write_text(json.dumps(info))
+        os.replace(tmp, _held)
+
+
 def release(path: Path | None) -> None:
     """Remove the lock if it is still ours."""
     if path is None:
@@ -154,8 +176,11 @@ def release(path: Path | None) -> None:
 
 @contextlib.contextmanager
 def crawl_lock(home: str, verb: str, wait_s: float = 0.0) -> Iterator[Path | None]:
+    global _held
     path = acquire(home, verb, wait_s)
+    _held = path
     try:
         yield path
     finally:
+        _held = None
         release(path)

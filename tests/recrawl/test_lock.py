@@ -115,3 +115,27 @@ def test_with_retry_retries_concurrent_conflicts_and_reports_the_last():
             with_retry(always(ValueError("x")))
     finally:
         tables.time.sleep = real_sleep
+
+
+def test_a_live_jvm_keeps_the_lock_of_a_killed_driver(tmp_path):
+    """The driver was killed but the JVM it started still runs: not stale."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    jvm = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        _write(tmp_path, pid=dead.pid, host=socket.gethostname(), verb="fetch", since="x",
+               jvm_pid=jvm.pid, jvm_start=lock._start_time(jvm.pid))
+        with pytest.raises(lock.LockHeld):
+            lock.acquire(str(tmp_path), "round")
+    finally:
+        jvm.kill()
+        jvm.wait()
+    lock.release(lock.acquire(str(tmp_path), "round"))  # both gone: reclaimed
+
+
+def test_note_jvm_records_the_jvm_in_the_held_lock(tmp_path):
+    with lock.crawl_lock(str(tmp_path), "round") as path:
+        lock.note_jvm(os.getpid())
+        info = json.loads(path.read_text())
+        assert info["jvm_pid"] == os.getpid() and info["jvm_start"]
+    lock.note_jvm(os.getpid())  # no lock held: nothing happens
