@@ -27,7 +27,7 @@ import pytest
 
 from recrawl.rounds import STEPS, parse_date, round_id_for
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
 
 DATE = "2026-11-02"
 SETTINGS = {
