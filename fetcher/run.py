@@ -143,18 +143,25 @@ class Fetcher:
         warc_dir: directory the WARC files are written to.
         warc_prefix: file name prefix, unique per task attempt (``<prefix>-00000.warc.gz``).
         robots_cache: previous `robots` rows by host key; fresh ones are used without a fetch.
+        resume: an earlier attempt of this fetch (a killed task, a crashed or re-run step) may
+            have requested these hosts moments ago, and its last request times died with it.
+            Each host then waits its delay before its first request, as if one had just ended:
+            ``max(min_delay_s, Crawl-delay)`` when its robots.txt came in ``robots_cache``, else
+            ``max_crawl_delay_s`` (the longest delay it could have asked for).
         clock: monotonic clock for politeness and deadlines.
         wallclock: epoch clock for fetch times and WARC dates.
     """
 
     def __init__(self, settings: FetchSettings, warc_dir: str, warc_prefix: str, *,
                  robots_cache: dict[str, dict] | None = None,
+                 resume: bool = False,
                  clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.warc_dir = warc_dir
         self.warc_prefix = warc_prefix
         self.robots_cache = robots_cache or {}
+        self.resume = resume
         self.clock = clock
         self.wallclock = wallclock
         self.resolver = Resolver(settings.static_hosts, ttl_s=settings.dns_ttl_s, clock=clock)
@@ -180,6 +187,11 @@ class Fetcher:
             gzip_level=s.warc_gzip_level, info=self._warcinfo())
 
         self._enqueue(items)
+        if self.resume:
+            for h in self._hosts.values():
+                wait = (self._delay(h.queue_key, h.key) if h.robots is not None
+                        else max(s.min_delay_s, s.max_crawl_delay_s))
+                self._sched.hold(h.queue_key, start + wait)
         n_threads = max(1, min(s.threads, len(self._sched.queues()) or 1))
         workers = [threading.Thread(target=self._worker, name=f"fetch-{i}", daemon=True)
                    for i in range(n_threads)]

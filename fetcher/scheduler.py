@@ -95,6 +95,13 @@ class Scheduler(Generic[T]):
         q.tasks.extendleft(reversed(list(tasks)))
         self._push(q)
 
+    def hold(self, key: str, until: float) -> None:
+        """No request of ``key`` starts before ``until`` (e.g. a re-run after a crash)."""
+        q = self.queue(key)
+        if until > q.next_allowed:
+            q.next_allowed = until
+            self._push(q)
+
     # -- taking work ---------------------------------------------------------------------
     def can_start(self, at: float) -> bool:
         """Whether a request starting at ``at`` would end within the budget."""

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from recrawl.config import Config, ConfigError, load_config
 
 STEP_VERBS = ("generate", "fetch", "parse", "dedup", "updatedb", "schedule")
+WRITING_VERBS = ("init", "inject", *STEP_VERBS, "round", "pagerank", "maintenance")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,8 +35,11 @@ def _parser() -> argparse.ArgumentParser:
     for verb in STEP_VERBS:
         sp = sub.add_parser(verb, help=f"run the {verb} step of one round")
         _round_args(sp)
-    rnd = sub.add_parser("round", help="run generate, fetch, parse, dedup, updatedb, schedule")
+    rnd = sub.add_parser("round", help="run generate, fetch, parse, dedup, updatedb, schedule "
+                                       "(resuming after the last step done)")
     _round_args(rnd)
+    rnd.add_argument("--redo", action="store_true",
+                     help="run every step again, even those the rounds table records as done")
     pr = sub.add_parser("pagerank", help="compute PageRank over the link graph into scores")
     pr.add_argument("--date", help="logical date (default: today, UTC)")
     mt = sub.add_parser("maintenance", help="WARC retention, OPTIMIZE (crawldb Z-ordered by host), VACUUM")
@@ -109,6 +113,35 @@ def run_step(spark, cfg: Config, verb: str, round_id: str, logical: dt.datetime)
 
 def _cmd(args: argparse.Namespace) -> int:
     cfg = _config(args)
+    if args.verb in WRITING_VERBS:
+        from recrawl.lock import crawl_lock
+
+        with crawl_lock(cfg.home, args.verb, float(cfg.get("crawl.lock_wait_s"))):
+            return _dispatch(args, cfg)
+    return _dispatch(args, cfg)
+
+
+def steps_done(spark, cfg: Config, round_id: str) -> list[str]:
+    """Steps the rounds table records as done for `round_id` (empty when none)."""
+    from recrawl.tables import table_exists
+
+    path = cfg.table_path("rounds")
+    if not table_exists(spark, path):
+        return []
+    rows = spark.read.format("delta").load(path).where(
+        f"round_id = '{round_id}'").select("steps_done").collect()
+    return list(rows[0]["steps_done"] or []) if rows else []
+
+
+def resume_from(done: Sequence[str]) -> int:
+    """Index in STEP_VERBS of the first step not done (len when the round is complete)."""
+    for i, verb in enumerate(STEP_VERBS):
+        if verb not in done:
+            return i
+    return len(STEP_VERBS)
+
+
+def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
     from recrawl.spark import get_spark
 
     if args.verb == "init":
@@ -153,8 +186,14 @@ def _cmd(args: argparse.Namespace) -> int:
         return print_status(get_spark(cfg), cfg)
     if args.verb == "inject":
         from spark_jobs import inject
+        from spark_jobs.common import norm_rules
 
+        # a wrong or malformed seed file is refused before a JVM starts
+        inject.check_seeds(inject.read_seeds(args.seeds, norm_rules(cfg)), args.seeds)
         spark = get_spark(cfg)
+        from recrawl.tables import check_tables
+
+        check_tables(spark, cfg, ["crawldb"])
         counts = inject.run(spark, cfg, args.seeds, _logical(args.date))
         _print_counts("inject", counts)
         return 0
@@ -179,7 +218,18 @@ def _cmd(args: argparse.Namespace) -> int:
     logical = _logical(args.date)
     round_id = check_round_id(args.round_id or round_id_for(cfg, logical))
     spark = get_spark(cfg)
-    verbs = STEP_VERBS if args.verb == "round" else (args.verb,)
+    from recrawl.tables import check_tables
+
+    check_tables(spark, cfg)
+    verbs = (args.verb,)
+    if args.verb == "round":
+        start = 0 if args.redo else resume_from(steps_done(spark, cfg, round_id))
+        verbs = STEP_VERBS[start:]
+        if start == len(STEP_VERBS):
+            print(f"round {round_id}: already complete, nothing to do (--redo runs it again)")
+        elif start:
+            print(f"round {round_id}: {', '.join(STEP_VERBS[:start])} already done, "
+                  f"resuming at {STEP_VERBS[start]} (--redo runs every step)")
     for verb in verbs:
         counts = run_step(spark, cfg, verb, round_id, logical)
         _print_counts(f"{verb} {round_id}", counts)
@@ -187,11 +237,13 @@ def _cmd(args: argparse.Namespace) -> int:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from recrawl.lock import LockHeld
     from recrawl.rounds import BadInput
     from recrawl.spark import EnvironmentProblem
     from recrawl.tables import SchemaMismatch
 
-    return (ConfigError, EnvironmentProblem, SchemaMismatch, BadInput, FileNotFoundError)
+    return (ConfigError, EnvironmentProblem, SchemaMismatch, BadInput, FileNotFoundError,
+            LockHeld)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -110,4 +110,9 @@ def get_spark(cfg: Config, app_name: str | None = None):
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    if proc is not None:
+        from recrawl.lock import note_jvm
+
+        note_jvm(proc.pid)
     return spark

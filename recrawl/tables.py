@@ -112,6 +112,21 @@ def check_schema(name: str, actual) -> None:
         )
 
 
+def check_tables(spark, cfg: Config, names: Iterable[str] | None = None) -> None:
+    """Before a step writes anything: every table exists and matches its declared schema.
+
+    Raises SchemaMismatch naming the first table that is missing or drifted, and what to do.
+    """
+    for name in names or TABLES:
+        path = cfg.table_path(name)
+        if not table_exists(spark, path):
+            raise SchemaMismatch(
+                f"table {name} not found at {path}: run `crawler init` for this crawl home "
+                "(or check crawl.home)"
+            )
+        check_schema(name, spark.read.format("delta").load(path).schema)
+
+
 def conform(df, name: str):
     """Select and cast columns into the declared order and types of `name`."""
     from pyspark.sql import functions as F

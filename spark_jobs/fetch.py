@@ -7,6 +7,10 @@ output replaces the failed attempt's, by Spark's output commit), then published:
 by replacing the round's partition, `robots` and `hosts` by MERGE. WARC files that no published
 row references — from failed attempts or an earlier run of the step — are deleted last, so a
 re-run leaves exactly one row per URL and no referenced file is ever missing.
+
+A re-run (an earlier attempt left WARC files, staging output or published rows) cannot know
+when the killed attempt last requested each host, so every host first waits its delay
+(`Fetcher(resume=True)`): politeness holds across a crash and the re-run.
 """
 
 from __future__ import annotations
@@ -28,9 +32,13 @@ def _json_default(value):
 
 
 def fetch_partition(
-    rows: Iterable, settings_map: dict, warc_dir: str, prefix: str
+    rows: Iterable, settings_map: dict, warc_dir: str, prefix: str, resume: bool = False
 ) -> Iterator[tuple[str, str]]:
-    """The per-task body: fetch the partition's URLs and yield (kind, json) records."""
+    """The per-task body: fetch the partition's URLs and yield (kind, json) records.
+
+    `resume` (or a retried task attempt) makes every host wait its delay before its first
+    request: the earlier attempt's last request times are lost with it (`Fetcher` docs).
+    """
     from pyspark import TaskContext
 
     from fetcher import Fetcher, FetchItem, FetchSettings
@@ -59,7 +67,7 @@ def fetch_partition(
             }
     settings = FetchSettings.from_mapping(settings_map)
     fetcher = Fetcher(settings, warc_dir, f"{prefix}-p{part:05d}-a{attempt}",
-                      robots_cache=robots_cache)
+                      robots_cache=robots_cache, resume=resume or attempt > 0)
     outcome = fetcher.run(items)
     for row in outcome.rows:
         yield ("fetch", json.dumps(row, default=_json_default))
@@ -86,6 +94,21 @@ def _fs_delete(spark, target: str) -> None:
     path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)
 
 
+def earlier_attempt(spark, cfg: Config, round_id: str) -> bool:
+    """Whether this round's fetch ran before (killed, crashed or complete): its WARC folder
+    has files, its staging folder is left over, or `fetches` has rows for the round."""
+    from recrawl.tables import read
+    from spark_jobs.common import sql_str
+
+    jvm = spark._jvm
+    staging = jvm.org.apache.hadoop.fs.Path(f"{cfg.home}/staging/fetch/{round_id}")
+    if staging.getFileSystem(spark._jsc.hadoopConfiguration()).exists(staging):
+        return True
+    if _fs_list(spark, cfg.warc_dir(round_id)):
+        return True
+    return read(spark, cfg, "fetches").where(f"round_id = {sql_str(round_id)}").limit(1).count() > 0
+
+
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
@@ -110,9 +133,11 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     nonce = uuid.uuid4().hex[:8]
     settings_map = dict(cfg.section("fetcher"))
     settings_map["static_hosts"] = dict(settings_map["static_hosts"])
+    resume = earlier_attempt(spark, cfg, round_id)
 
     def body(it):
-        return fetch_partition((kv[1] for kv in it), settings_map, warc_dir, f"{round_id}-{nonce}")
+        return fetch_partition((kv[1] for kv in it), settings_map, warc_dir, f"{round_id}-{nonce}",
+                               resume)
 
     # Identity partitioner: fetch-list partition p is Spark partition p, one task each.
     rdd = (
@@ -174,4 +199,5 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     counts["urls"] = sum(counts.values())
     counts["warc_files"] = len(referenced)
     counts["warc_orphans_removed"] = removed
+    counts["resumed"] = int(resume)
     return counts

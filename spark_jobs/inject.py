@@ -51,6 +51,20 @@ def read_seeds(path: str | Path, rules: NormalizeRules) -> SeedFile:
     return out
 
 
+MAX_REPORTED = 20
+
+
+def check_seeds(seeds: SeedFile, path: str | Path) -> None:
+    """A file with lines but not one valid URL is the wrong file, not a seed list: refuse it."""
+    if seeds.invalid and not seeds.urls:
+        lineno, text, reason = seeds.invalid[0]
+        raise BadInput(
+            f"seed file {path} has no valid URL ({len(seeds.invalid)} lines rejected; line "
+            f"{lineno} {text[:60]!r}: {reason}); expected one http(s) URL per line, "
+            "# comments allowed"
+        )
+
+
 def run(spark, cfg: Config, seeds_path: str, logical: dt.datetime) -> dict[str, int]:
     from delta.tables import DeltaTable
 
@@ -59,8 +73,12 @@ def run(spark, cfg: Config, seeds_path: str, logical: dt.datetime) -> dict[str, 
     from spark_jobs.common import naive_utc, norm_rules
 
     seeds = read_seeds(seeds_path, norm_rules(cfg))
-    for lineno, text, reason in seeds.invalid:
+    check_seeds(seeds, seeds_path)
+    for lineno, text, reason in seeds.invalid[:MAX_REPORTED]:
         print(f"inject: {seeds_path}:{lineno}: skipped {text!r}: {reason}", file=sys.stderr)
+    if len(seeds.invalid) > MAX_REPORTED:
+        print(f"inject: {seeds_path}: ... and {len(seeds.invalid) - MAX_REPORTED} more lines "
+              "skipped", file=sys.stderr)
     now = naive_utc(logical)
     rows = [
         {

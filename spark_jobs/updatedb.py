@@ -61,7 +61,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
     fetches = read(spark, cfg, "fetches").where(f"round_id = {rid}")
     pages = read(spark, cfg, "pages").where(f"round_id = {rid}").select(
-        "url", "content_hash", "simhash", "parse_error"
+        "url", "content_hash", "simhash", "parse_error", F.lit(True).alias("parsed")
     )
     dups = read(spark, cfg, "duplicates").where(f"round_id = {rid}").select(
         "url", F.lit(True).alias("is_dup")
@@ -130,8 +130,12 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "redirect_to": "CASE WHEN s.fetch_status = 'redirect' THEN s.final_url "
                        "ELSE t.redirect_to END",
         "next_fetch_time": next_fetch,
+        # An identical payload (a `revisit`, not parsed again) would break the parser again:
+        # it counts as one more failure, or a static poison page would never be parked.
         "parse_failures": f"CASE WHEN {fetched} AND s.parse_error IS NOT NULL "
                           "THEN coalesce(t.parse_failures, 0) + 1 "
+                          f"WHEN {fetched} AND s.parsed IS NULL "
+                          "AND coalesce(t.parse_failures, 0) > 0 THEN t.parse_failures + 1 "
                           f"WHEN {fetched} THEN 0 ELSE t.parse_failures END",
         "generated_round": "NULL",
         "generated_at": "NULL",
