@@ -6,7 +6,9 @@ task attempt. The task's output rows are written once to a staging folder (a ret
 output replaces the failed attempt's, by Spark's output commit), then published: `fetches`
 by replacing the round's partition, `robots` and `hosts` by MERGE. WARC files that no published
 row references — from failed attempts or an earlier run of the step — are deleted last, so a
-re-run leaves exactly one row per URL and no referenced file is ever missing.
+re-run leaves exactly one row per URL and no referenced file is ever missing. WARCs go through
+`fetcher.storage` (local folder or s3a://); listing and deleting here use Hadoop's FileSystem,
+like the tables.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 
+from fetcher.storage import S3Options
 from recrawl.config import Config
 
 
@@ -28,12 +31,13 @@ def _json_default(value):
 
 
 def fetch_partition(
-    rows: Iterable, settings_map: dict, warc_dir: str, prefix: str
+    rows: Iterable, settings_map: dict, warc_dir: str, prefix: str, s3: S3Options | None = None
 ) -> Iterator[tuple[str, str]]:
     """The per-task body: fetch the partition's URLs and yield (kind, json) records."""
     from pyspark import TaskContext
 
     from fetcher import Fetcher, FetchItem, FetchSettings
+    from fetcher.storage import Storage
 
     rows = list(rows)
     if not rows:
@@ -59,7 +63,7 @@ def fetch_partition(
             }
     settings = FetchSettings.from_mapping(settings_map)
     fetcher = Fetcher(settings, warc_dir, f"{prefix}-p{part:05d}-a{attempt}",
-                      robots_cache=robots_cache)
+                      robots_cache=robots_cache, storage=Storage(s3))
     outcome = fetcher.run(items)
     for row in outcome.rows:
         yield ("fetch", json.dumps(row, default=_json_default))
@@ -110,9 +114,11 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     nonce = uuid.uuid4().hex[:8]
     settings_map = dict(cfg.section("fetcher"))
     settings_map["static_hosts"] = dict(settings_map["static_hosts"])
+    # WARCs on s3a:// are written by Python (s3fs) with the same endpoint settings as Spark's.
+    s3 = S3Options.from_spark_conf(cfg.get("spark.extra"))
 
     def body(it):
-        return fetch_partition((kv[1] for kv in it), settings_map, warc_dir, f"{round_id}-{nonce}")
+        return fetch_partition((kv[1] for kv in it), settings_map, warc_dir, f"{round_id}-{nonce}", s3)
 
     # Identity partitioner: fetch-list partition p is Spark partition p, one task each.
     rdd = (
