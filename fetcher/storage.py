@@ -8,10 +8,11 @@ A location is a URI or a plain path:
 * ``s3a://bucket/key`` or ``s3://bucket/key`` -- fsspec + s3fs (botocore underneath).
 
 S3 has no rename and no append, so :class:`AtomicFile` writes a remote file to a local spool
-file (``<name>.open``, in ``$TMPDIR``) and uploads it on :meth:`AtomicFile.commit` (s3fs uses a
-multipart upload above 50 MiB): an object exists under its final name only when complete, the
-same promise the local ``.open`` + rename gives. A crashed task leaves a spool file on the worker,
-never a partial object. Reads are ranged GETs (:meth:`Storage.read_range`).
+file (``<name>.open``, in ``$TMPDIR``) and uploads it on :meth:`AtomicFile.commit` (s3fs sends
+files of two parts or more -- :attr:`Storage.part_size`, 16 MiB -- as a multipart upload): an
+object exists under its final name only when complete, the same promise the local ``.open`` +
+rename gives. A crashed task leaves a spool file on the worker, never a partial object. Reads
+are ranged GETs (:meth:`Storage.read_range`).
 
 Settings come from the Spark configuration the tables already use (``spark.extra``):
 ``spark.hadoop.fs.s3a.endpoint``, ``…endpoint.region``, ``…path.style.access``,
@@ -119,6 +120,10 @@ class S3Options:
 class Storage:
     """File operations by URI. Cheap to build; the S3 client is created on first use."""
 
+    #: Multipart part size for uploads (S3's minimum is 5 MiB); s3fs uploads a file smaller
+    #: than two parts in one PUT, read into memory whole.
+    part_size = 16 * 1024 * 1024
+
     def __init__(self, s3: S3Options | None = None) -> None:
         self.s3 = s3 or S3Options()
         self._fs = None
@@ -192,7 +197,7 @@ class Storage:
         return AtomicFile(self, uri)
 
     def _upload(self, local: str, uri: str) -> None:
-        self._s3fs().put_file(local, self._key(uri))
+        self._s3fs().put_file(local, self._key(uri), chunksize=self.part_size)
 
 
 class AtomicFile:
