@@ -8,7 +8,8 @@ inside ``mapPartitions`` and writes the returned rows. Modules, one concern each
 * ``robots`` -- RFC 9309 over Protego; ``dns`` -- resolution and the SSRF guard;
 * ``http`` -- one captured exchange; ``decoding`` -- the bomb guard;
 * ``classify`` -- status decisions; ``urls`` -- host keys and redirect targets;
-* ``capture`` -- the records of one exchange; ``warc`` -- the WARC writer.
+* ``capture`` -- the records of one exchange; ``warc`` -- the WARC writer;
+* ``storage`` -- where WARC files live: local paths or S3 (``s3a://``, fsspec + s3fs).
 """
 
 from fetcher.models import FetchItem, FetchOutcome

@@ -72,6 +72,7 @@ from fetcher.models import FetchItem, FetchOutcome
 from fetcher.robots import RobotsRules, from_cache, request_target
 from fetcher.scheduler import Result, Scheduler
 from fetcher.settings import FetchSettings
+from fetcher.storage import Storage
 from fetcher.urls import BadURL, host_key, normalize, origin_url, split_host_key
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ class Fetcher:
 
     Args:
         settings: fetcher configuration.
-        warc_dir: directory the WARC files are written to.
+        warc_dir: directory the WARC files are written to (a path or ``s3a://`` URI).
         warc_prefix: file name prefix, unique per task attempt (``<prefix>-00000.warc.gz``).
         robots_cache: previous `robots` rows by host key; fresh ones are used without a fetch.
         resume: an earlier attempt of this fetch (a killed task, a crashed or re-run step) may
@@ -150,15 +151,18 @@ class Fetcher:
             ``max_crawl_delay_s`` (the longest delay it could have asked for).
         clock: monotonic clock for politeness and deadlines.
         wallclock: epoch clock for fetch times and WARC dates.
+        storage: how ``warc_dir`` is reached (:mod:`fetcher.storage`; S3 settings).
     """
 
     def __init__(self, settings: FetchSettings, warc_dir: str, warc_prefix: str, *,
                  robots_cache: dict[str, dict] | None = None,
                  resume: bool = False,
                  clock: Callable[[], float] = time.monotonic,
-                 wallclock: Callable[[], float] = time.time) -> None:
+                 wallclock: Callable[[], float] = time.time,
+                 storage: Storage | None = None) -> None:
         self.settings = settings
         self.warc_dir = warc_dir
+        self.storage = storage
         self.warc_prefix = warc_prefix
         self.robots_cache = robots_cache or {}
         self.resume = resume
@@ -184,7 +188,7 @@ class Fetcher:
         self._queue_delay: dict[str, float] = {}
         self._warc = warc.WarcWriter(
             self.warc_dir, self.warc_prefix, max_bytes=s.warc_max_bytes,
-            gzip_level=s.warc_gzip_level, info=self._warcinfo())
+            gzip_level=s.warc_gzip_level, info=self._warcinfo(), storage=self.storage)
 
         self._enqueue(items)
         if self.resume:

@@ -18,10 +18,12 @@ every exchange is in the WARC, as DESIGN.md asks, without keeping bodies nobody 
 Files: each record is its own gzip member (so any record can be read from its offset); a file
 starts with a ``warcinfo`` record and is written as ``<prefix>-<seq>.warc.gz.open``, fsynced and
 renamed to ``<prefix>-<seq>.warc.gz`` when closed (rename is atomic, so a crash leaves only
-``.open`` files). A new file begins before a write group would take a non-empty file past
-``max_bytes``; the records of one fetch are never split across files. Records are serialised
-and compressed in the worker threads; only the append (and offset computation from the file
-position) happens under the lock.
+``.open`` files). On S3 (``s3a://``, :mod:`fetcher.storage`) the ``.open`` file is a local spool
+file uploaded under the final name on close: no object exists before it is complete. A new
+file begins before a write group would take a non-empty file past ``max_bytes``; the records
+of one fetch are never split across files. Records are serialised and compressed in the worker
+threads; only the append (and offset computation from the file position) happens under the
+lock.
 
 gzip level, measured on simweb pages (one core, best of three; "x" is the compression ratio):
 
@@ -43,7 +45,6 @@ and storage is what costs.
 
 from __future__ import annotations
 
-import os
 import threading
 import zlib
 from collections.abc import Iterable
@@ -54,6 +55,8 @@ from io import BytesIO
 from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 from warcio.warcwriter import WARCWriter
+
+from fetcher.storage import AtomicFile, Storage, join
 
 PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 PROFILE_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
@@ -209,14 +212,15 @@ class WarcWriter:
     """Appends groups of records to rotating WARC files; safe to share between threads."""
 
     def __init__(self, directory: str, prefix: str, *, max_bytes: int, gzip_level: int,
-                 info: dict[str, str]) -> None:
+                 info: dict[str, str], storage: Storage | None = None) -> None:
         self.directory = directory
+        self.storage = storage or Storage()
         self.prefix = prefix
         self.max_bytes = max_bytes
         self.gzip_level = gzip_level
         self.info = info
         self._lock = threading.Lock()
-        self._fh = None
+        self._fh: AtomicFile | None = None
         self._path: str | None = None
         self._size = 0
         self._seq = 0
@@ -248,11 +252,10 @@ class WarcWriter:
             return list(self._closed)
 
     def _open(self) -> None:
-        os.makedirs(self.directory, exist_ok=True)
         name = f"{self.prefix}-{self._seq:05d}.warc.gz"
         self._seq += 1
-        self._path = os.path.join(self.directory, name)
-        self._fh = open(self._path + ".open", "wb")  # noqa: SIM115 - closed in _close_current
+        self._path = join(self.directory, name)
+        self._fh = self.storage.create(self._path)
         info = _builder.create_warcinfo_record(name, self.info)
         data = serialize(info, self.gzip_level)
         self._fh.write(data)
@@ -262,10 +265,7 @@ class WarcWriter:
         if self._fh is None:
             return
         assert self._path is not None
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
-        os.replace(self._path + ".open", self._path)
+        self._fh.commit()
         self._closed.append(self._path)
         self._fh = None
         self._path = None

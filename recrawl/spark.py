@@ -3,6 +3,13 @@
 Local mode by default, any master by configuration, Delta's SQL extensions and catalog on, the
 Maven-fetched jars on `spark.jars`. Before the JVM starts we check Java and the jars ourselves so
 a missing install gives one line saying what to run, never a Py4J stack trace.
+
+The s3a jars (hadoop-aws and the ~640 MB AWS SDK bundle, also in `.cache/jars`) are put on the
+driver's and executors' `extraClassPath` only when the configuration uses S3 (`crawl.home` is
+`s3a://`/`s3://`, or `spark.extra` sets `spark.hadoop.fs.s3…`): `spark.jars` would copy them
+into every session's work folder (and ship them to every executor), and a local crawl home
+does not need them. On a cluster they must therefore sit at the same path on every node, as
+they do in the images of docker/Dockerfile.
 """
 
 from __future__ import annotations
@@ -53,14 +60,50 @@ def java_version(java: str | None = None) -> int:
     return major
 
 
-def find_jars(cfg: Config) -> list[str]:
-    """The jar files for spark.jars; raises with a setup hint when Delta's are absent."""
+# File name prefixes of the s3a jars pom.xml fetches (hadoop-aws, software.amazon.awssdk:bundle,
+# analyticsaccelerator-s3); everything else in the jars folder goes on spark.jars.
+S3A_JAR_PREFIXES = ("hadoop-aws-", "bundle-", "analyticsaccelerator-s3-")
+
+
+def _jars_dir(cfg: Config) -> Path:
     jars_dir = Path(cfg.get("spark.jars_dir"))
     if not jars_dir.is_absolute():
         jars_dir = _project_root() / jars_dir
-    jars = sorted(glob.glob(str(jars_dir / "*.jar")))
+    return jars_dir
+
+
+def _is_s3a_jar(path: str) -> bool:
+    return Path(path).name.startswith(S3A_JAR_PREFIXES)
+
+
+def find_jars(cfg: Config) -> list[str]:
+    """The jar files for spark.jars (not the s3a ones); raises with a setup hint when Delta's
+    are absent."""
+    jars_dir = _jars_dir(cfg)
+    jars = [j for j in sorted(glob.glob(str(jars_dir / "*.jar"))) if not _is_s3a_jar(j)]
     if not any(Path(j).name.startswith("delta-spark_") for j in jars):
         raise EnvironmentProblem(f"Delta Lake jars missing in {jars_dir}: {SETUP_HINT}")
+    return jars
+
+
+def uses_s3(cfg: Config) -> bool:
+    """Does this configuration reach S3: an s3a:// / s3:// crawl home or s3a settings?"""
+    home = str(cfg.get("crawl.home"))
+    if home.partition("://")[0].lower() in ("s3a", "s3") and "://" in home:
+        return True
+    return any(str(k).startswith("spark.hadoop.fs.s3") for k in cfg.get("spark.extra"))
+
+
+def find_s3a_jars(cfg: Config) -> list[str]:
+    """hadoop-aws and the AWS SDK bundle; raises with a setup hint when they are absent."""
+    jars_dir = _jars_dir(cfg)
+    jars = [j for j in sorted(glob.glob(str(jars_dir / "*.jar"))) if _is_s3a_jar(j)]
+    names = [Path(j).name for j in jars]
+    if not any(n.startswith("hadoop-aws-") for n in names) or not any(
+            n.startswith("bundle-") for n in names):
+        raise EnvironmentProblem(
+            f"the crawl uses S3 but the s3a jars (hadoop-aws, AWS SDK bundle) are missing in "
+            f"{jars_dir}: {SETUP_HINT}")
     return jars
 
 
@@ -106,8 +149,15 @@ def get_spark(cfg: Config, app_name: str | None = None):
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
         )
-    for key, value in cfg.get("spark.extra").items():
-        builder = builder.config(key, str(value))
+    extra = {k: str(v) for k, v in cfg.get("spark.extra").items()}
+    if uses_s3(cfg):
+        s3a_cp = os.pathsep.join(find_s3a_jars(cfg))
+        for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+            extra[key] = f"{extra[key]}{os.pathsep}{s3a_cp}" if extra.get(key) else s3a_cp
+        # Hadoop has no s3:// filesystem of its own: let s3:// mean s3a.
+        extra.setdefault("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
+    for key, value in extra.items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything the project needs on a fresh machine, idempotently:
 #   .venv             Python 3.11 virtualenv with the pinned packages (constraints.txt)
-#   .cache/jars       Delta Lake jars from Maven Central (pom.xml), for spark.jars
+#   .cache/jars       Delta Lake and s3a jars from Maven Central (pom.xml, scripts/fetch_jars.sh)
 # Re-running is cheap: each part is skipped when its inputs have not changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,12 +34,12 @@ if [ ! -x .venv/bin/python ] || [ "$(cat $stamp_py 2>/dev/null)" != "$want_py" ]
 fi
 
 stamp_jars=.cache/jars.stamp
-want_jars=$(sha1sum pom.xml | cut -c1-16)
+# The stamp covers the pom and the copy step's filter: a change to either refetches.
+want_jars=$(cat pom.xml scripts/fetch_jars.sh | sha1sum | cut -c1-16)
 if [ ! -d .cache/jars ] || [ "$(cat $stamp_jars 2>/dev/null)" != "$want_jars" ]; then
-  echo "setup: fetching Delta jars from Maven Central into .cache/jars"
+  echo "setup: fetching Delta and s3a jars from Maven Central into .cache/jars (~660 MB, once)"
   rm -rf .cache/jars
-  mvn -q -B dependency:copy-dependencies -DoutputDirectory="$ROOT/.cache/jars" \
-      -DincludeScope=runtime -DincludeGroupIds=io.delta
+  bash scripts/fetch_jars.sh "$ROOT/.cache/jars"
   echo "$want_jars" > $stamp_jars
 fi
 echo "setup: ready (.venv, $(ls .cache/jars | wc -l) jars in .cache/jars)"

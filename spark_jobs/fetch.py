@@ -6,7 +6,9 @@ task attempt. The task's output rows are written once to a staging folder (a ret
 output replaces the failed attempt's, by Spark's output commit), then published: `fetches`
 by replacing the round's partition, `robots` and `hosts` by MERGE. WARC files that no published
 row references — from failed attempts or an earlier run of the step — are deleted last, so a
-re-run leaves exactly one row per URL and no referenced file is ever missing.
+re-run leaves exactly one row per URL and no referenced file is ever missing. WARCs go through
+`fetcher.storage` (local folder or s3a://); listing and deleting here use Hadoop's FileSystem,
+like the tables.
 
 A re-run (an earlier attempt left WARC files, staging output or published rows) cannot know
 when the killed attempt last requested each host, so every host first waits its delay
@@ -20,6 +22,7 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 
+from fetcher.storage import S3Options
 from recrawl.config import Config
 
 
@@ -32,7 +35,8 @@ def _json_default(value):
 
 
 def fetch_partition(
-    rows: Iterable, settings_map: dict, warc_dir: str, prefix: str, resume: bool = False
+    rows: Iterable, settings_map: dict, warc_dir: str, prefix: str, resume: bool = False,
+    s3: S3Options | None = None,
 ) -> Iterator[tuple[str, str]]:
     """The per-task body: fetch the partition's URLs and yield (kind, json) records.
 
@@ -42,6 +46,7 @@ def fetch_partition(
     from pyspark import TaskContext
 
     from fetcher import Fetcher, FetchItem, FetchSettings
+    from fetcher.storage import Storage
 
     rows = list(rows)
     if not rows:
@@ -67,7 +72,7 @@ def fetch_partition(
             }
     settings = FetchSettings.from_mapping(settings_map)
     fetcher = Fetcher(settings, warc_dir, f"{prefix}-p{part:05d}-a{attempt}",
-                      robots_cache=robots_cache, resume=resume or attempt > 0)
+                      robots_cache=robots_cache, resume=resume or attempt > 0, storage=Storage(s3))
     outcome = fetcher.run(items)
     for row in outcome.rows:
         yield ("fetch", json.dumps(row, default=_json_default))
@@ -134,10 +139,12 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     settings_map = dict(cfg.section("fetcher"))
     settings_map["static_hosts"] = dict(settings_map["static_hosts"])
     resume = earlier_attempt(spark, cfg, round_id)
+    # WARCs on s3a:// are written by Python (s3fs) with the same endpoint settings as Spark's.
+    s3 = S3Options.from_spark_conf(cfg.get("spark.extra"))
 
     def body(it):
         return fetch_partition((kv[1] for kv in it), settings_map, warc_dir, f"{round_id}-{nonce}",
-                               resume)
+                               resume, s3)
 
     # Identity partitioner: fetch-list partition p is Spark partition p, one task each.
     rdd = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Iterator
+from io import BytesIO
 
 from recrawl.config import Config
 
@@ -22,12 +23,24 @@ class UnchangedPayload(Exception):
     """The record is an identical-payload revisit: the page did not change."""
 
 
-def read_payload(warc_file: str, offset: int, max_bytes: int) -> tuple[bytes, str | None, dict]:
-    """The HTTP payload (decoded, capped) and content type of the record at `offset`."""
+def read_payload(warc_file: str, offset: int, max_bytes: int, *, length: int | None = None,
+                 storage=None) -> tuple[bytes, str | None, dict]:
+    """The HTTP payload (decoded, capped) and content type of the record at `offset`.
+
+    On S3 (`s3a://`) with the record's `length` (fetches.warc_length) exactly that byte range
+    is read, one ranged GET; otherwise the file is opened and read from `offset` on.
+    """
     from warcio.archiveiterator import ArchiveIterator
 
-    with open(warc_file, "rb") as fh:
+    from fetcher.storage import Storage, is_remote
+
+    storage = storage or Storage()
+    if length and is_remote(warc_file):
+        fh = BytesIO(storage.read_range(warc_file, offset, length))
+    else:
+        fh = storage.open_read(warc_file)
         fh.seek(offset)
+    with fh:
         for record in ArchiveIterator(fh):
             if record.rec_type == "revisit":
                 # identical payload to the previous capture: nothing new to parse
@@ -43,12 +56,14 @@ def read_payload(warc_file: str, offset: int, max_bytes: int) -> tuple[bytes, st
 
 def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
     """Parse one partition's fetched rows; yields `pages` rows with nested outlinks."""
+    from fetcher.storage import Storage
     from recrawl.fingerprint import simhash64, text_hash
     from recrawl.linkfilter import filter_reason
     from recrawl.parsing import parse_html
     from recrawl.sitemaps import is_sitemap, sitemap_locs
     from recrawl.urlnorm import try_normalize
 
+    storage = Storage(opts.get("s3"))
     for r in sorted(rows, key=lambda x: (x["warc_file"] or "", x["warc_offset"] or 0)):
         out = {
             "round_id": r["round_id"], "url": r["url"], "warc_file": r["warc_file"],
@@ -56,7 +71,8 @@ def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
             "links": [], "text_len": 0, "outlink_count": 0,
         }
         try:
-            body, ctype, _ = read_payload(r["warc_file"], r["warc_offset"], opts["max_bytes"])
+            body, ctype, _ = read_payload(r["warc_file"], r["warc_offset"], opts["max_bytes"],
+                                          length=r.get("warc_length"), storage=storage)
         except UnchangedPayload:
             continue
         except Exception as exc:  # a corrupt or truncated WARC is recorded, not fatal
@@ -95,6 +111,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructField, StructType
 
+    from fetcher.storage import S3Options
     from recrawl.schemas import PAGES
     from recrawl.tables import read, replace_round
     from recrawl.urlnorm import host_key
@@ -108,13 +125,15 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "filter_rules": filter_rules(cfg),
         "max_outlinks": int(p["max_outlinks"]),
         "max_sitemap_urls": int(p["max_sitemap_urls"]),
+        # WARCs on s3a:// are read by Python (s3fs) with the same endpoint settings as Spark's.
+        "s3": S3Options.from_spark_conf(cfg.get("spark.extra")),
     }
     fetched = (
         read(spark, cfg, "fetches")
         .where(f"round_id = {sql_str(round_id)} AND fetch_status = 'fetched'")
         .where("warc_file IS NOT NULL")
         .select("round_id", "url", "final_url", "content_type", "warc_file", "warc_offset",
-                "payload_digest")
+                "warc_length", "payload_digest")
     )
     from pyspark.sql.types import ArrayType, StringType
 

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Copies the JVM jars of pom.xml into a folder (default .cache/jars): Delta Lake, and for s3a
+# hadoop-aws + the AWS SDK v2 bundle it was built against. Used by scripts/setup.sh and
+# docker/Dockerfile. The group filter keeps transitive artifacts that pyspark already ships
+# (Spark, Hadoop's shaded client, Jackson, ...) out of the folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-$PWD/.cache/jars}
+mvn -q -B dependency:copy-dependencies -DoutputDirectory="$OUT" -DincludeScope=runtime \
+    -DincludeGroupIds=io.delta,org.apache.hadoop,software.amazon.awssdk,software.amazon.s3.analyticsaccelerator
