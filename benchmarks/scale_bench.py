@@ -24,7 +24,9 @@
    ratio step / floor says how far the step is from what the disk and the decoder allow.
 
 Per step the table shows: wall seconds, input rows (rows of the step's input tables) per
-second, the floor's seconds and the ratio; shuffle read+write bytes and spilled bytes summed
+second, the floor's seconds and the ratio; CPU seconds of the step (JVM + Python workers +
+driver, psutil: on a loaded machine wall time stretches, CPU time much less), input rows per
+CPU second (the per-core rate) and the floor's CPU seconds; shuffle read+write bytes and spilled bytes summed
 over the step's Spark stages, and the largest peak execution memory of one stage (Spark's
 status REST API: the UI is enabled on 127.0.0.1 with a random port for this run only); peak
 JVM heap in use and the old generation's peak after collections (MemoryMXBean — in local mode
@@ -146,7 +148,27 @@ class PeakSampler:
             except Exception:  # a sample lost to a busy gateway is not worth a crash
                 pass
 
+    def cpu_seconds(self) -> float:
+        """CPU time (user + system) of the JVM, its Python workers and this driver so far.
+
+        Under a loaded machine wall time stretches, CPU time does not: rows per CPU second is
+        the per-core rate the capacity plan uses. Reaped workers count through their
+        parent's children_* times.
+        """
+        total = 0.0
+        procs = [self.me] + ([self.jvm] + self.jvm.children(recursive=True) if self.jvm else [])
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+                if p is not self.me:
+                    total += t.children_user + t.children_system
+            except Exception:
+                pass
+        return total
+
     def __enter__(self) -> PeakSampler:
+        self.cpu0 = self.cpu_seconds()
         self.jvm_gc.gc()
         for p in self.old_pools:
             p.resetPeakUsage()
@@ -159,6 +181,7 @@ class PeakSampler:
         self._stop.set()
         self._thread.join()
         self._sample()
+        self.cpu = self.cpu_seconds() - self.cpu0
         self.old_peak = sum(p.getPeakUsage().getUsed() for p in self.old_pools)
 
 
@@ -381,6 +404,11 @@ def run_bench(args, spark=None) -> list[dict]:
               flush=True)
         shutil.rmtree(pristine, ignore_errors=True)
         shutil.copytree(tables, pristine)
+    for prop in args.crawldb_props or []:
+        key, _, value = prop.partition("=")
+        spark.sql(f"ALTER TABLE delta.`{cfg.table_path('crawldb')}` "
+                  f"SET TBLPROPERTIES ('{key}' = '{value}')")
+        print(f"crawldb: {key} = {value}", flush=True)
     for name in ("crawldb", "links", "hosts", "robots"):
         d = spark.sql(f"DESCRIBE DETAIL delta.`{cfg.table_path(name)}`").first()
         rows = spark.read.format("delta").load(cfg.table_path(name)).count()
@@ -399,7 +427,8 @@ def run_bench(args, spark=None) -> list[dict]:
             print(f"synthetic fetch + parse of the round in {time.perf_counter() - t:.0f} s: "
                   + ", ".join(f"{k} {v:,}" for k, v in got.items()), flush=True)
             metrics.since_last()
-        floor_s, rows = floor_scan(spark, cfg, stage_inputs(stage, round_id))
+        with PeakSampler(spark) as floor_mem:
+            floor_s, rows = floor_scan(spark, cfg, stage_inputs(stage, round_id))
         metrics.since_last()
         with PeakSampler(spark) as mem:
             t = time.perf_counter()
@@ -413,7 +442,8 @@ def run_bench(args, spark=None) -> list[dict]:
                 counts = pagerank.run(spark, cfg, ROUND_DATE)
             wall = time.perf_counter() - t
         m = metrics.since_last()
-        r = {"stage": stage, "wall": wall, "rows": rows, "floor": floor_s,
+        r = {"stage": stage, "wall": wall, "rows": rows, "floor": floor_s, "cpu": mem.cpu,
+             "floor_cpu": floor_mem.cpu, "load": os.getloadavg()[0],
              "heap": mem.heap, "old": mem.old_peak, "jvm_rss": mem.jvm_rss,
              "py_rss": mem.py_rss, "workers_rss": mem.workers_rss, "counts": counts, **m}
         results.append(r)
@@ -425,14 +455,16 @@ def run_bench(args, spark=None) -> list[dict]:
 
 def print_table(urls: int, results: list[dict]) -> None:
     header = (f"{'urls':>10} {'stage':<9} {'wall s':>7} {'rows':>11} {'rows/s':>9} "
-              f"{'floor s':>7} {'x floor':>7} {'shuf MB':>8} {'spill MB':>8} {'peak ex MB':>10} "
+              f"{'floor s':>7} {'x floor':>7} {'CPU s':>7} {'rows/CPUs':>9} {'fl CPU':>6} "
+              f"{'shuf MB':>8} {'spill MB':>8} {'peak ex MB':>10} "
               f"{'heap MB':>7} {'old MB':>6} {'JVM RSS':>7} {'py RSS':>6} {'wrk RSS':>7}")
     print(header)
     print("-" * len(header))
     for r in results:
         print(f"{urls:>10,} {r['stage']:<9} {r['wall']:>7.1f} {r['rows']:>11,} "
               f"{r['rows'] / r['wall']:>9,.0f} {r['floor']:>7.1f} "
-              f"{r['wall'] / max(r['floor'], 1e-9):>7.1f} "
+              f"{r['wall'] / max(r['floor'], 1e-9):>7.1f} {r.get('cpu', 0):>7.0f} "
+              f"{r['rows'] / max(r.get('cpu', 0), 1e-9):>9,.0f} {r.get('floor_cpu', 0):>6.0f} "
               f"{_mb(r['shuffle_read'] + r['shuffle_write']):>8} "
               f"{_mb(r['spill_disk']):>8} {_mb(r['peak_exec_mem']):>10} {_mb(r['heap']):>7} "
               f"{_mb(r['old']):>6} {_mb(r['jvm_rss']):>7} {_mb(r['py_rss']):>6} "
@@ -457,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", metavar="KEY=VALUE",
                     help="configuration override, e.g. spark.shuffle_partitions=32 or "
                     "spark.extra.spark.sql.adaptive.enabled=false")
+    ap.add_argument("--crawldb-props", action="append", metavar="KEY=VALUE",
+                    help="a Delta table property set on crawldb before the round, e.g. "
+                    "delta.enableDeletionVectors=true")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args(argv)
     args.stages = [s for s in args.stages.split(",") if s]

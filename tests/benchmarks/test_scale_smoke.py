@@ -15,7 +15,7 @@ def test_scale_bench_smoke(spark, tmp_path):
     args = argparse.Namespace(
         urls=5000, home=str(tmp_path / "home"), seed=3, urls_per_host=50, top_n_fraction=0.1,
         pagerank_iterations=2, master="local[*]", driver_memory="1g", stages=list(STAGES),
-        reuse=False, set=["spark.shuffle_partitions=2"], json=None,
+        reuse=False, set=["spark.shuffle_partitions=2"], json=None, crawldb_props=None,
     )
     results = {r["stage"]: r for r in run_bench(args, spark=spark)}
     assert list(results) == list(STAGES)
