@@ -448,18 +448,21 @@ def run_bench(args, spark=None) -> list[dict]:
              "py_rss": mem.py_rss, "workers_rss": mem.workers_rss, "counts": counts, **m}
         results.append(r)
         print(f"  {stage}: {wall:.1f} s (floor {floor_s:.1f} s) {counts}", flush=True)
+        print_table(args.urls, [r], header=False)  # a run stopped early keeps its figures
     if own:
         spark.stop()
     return results
 
 
-def print_table(urls: int, results: list[dict]) -> None:
+def print_table(urls: int, results: list[dict], header: bool = True) -> None:
+    show_header = header
     header = (f"{'urls':>10} {'stage':<9} {'wall s':>7} {'rows':>11} {'rows/s':>9} "
               f"{'floor s':>7} {'x floor':>7} {'CPU s':>7} {'rows/CPUs':>9} {'fl CPU':>6} "
               f"{'shuf MB':>8} {'spill MB':>8} {'peak ex MB':>10} "
               f"{'heap MB':>7} {'old MB':>6} {'JVM RSS':>7} {'py RSS':>6} {'wrk RSS':>7}")
-    print(header)
-    print("-" * len(header))
+    if show_header:
+        print(header)
+        print("-" * len(header))
     for r in results:
         print(f"{urls:>10,} {r['stage']:<9} {r['wall']:>7.1f} {r['rows']:>11,} "
               f"{r['rows'] / r['wall']:>9,.0f} {r['floor']:>7.1f} "

@@ -9,12 +9,13 @@ import pytest
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.timeout(1800)  # ~3 min on two idle cores; ~10 min when the machine is shared
 def test_scale_bench_smoke(spark, tmp_path):
     from benchmarks.scale_bench import STAGES, run_bench
 
     args = argparse.Namespace(
         urls=5000, home=str(tmp_path / "home"), seed=3, urls_per_host=50, top_n_fraction=0.1,
-        pagerank_iterations=2, master="local[*]", driver_memory="1g", stages=list(STAGES),
+        pagerank_iterations=1, master="local[*]", driver_memory="1g", stages=list(STAGES),
         reuse=False, set=["spark.shuffle_partitions=2"], json=None, crawldb_props=None,
     )
     results = {r["stage"]: r for r in run_bench(args, spark=spark)}
@@ -26,4 +27,4 @@ def test_scale_bench_smoke(spark, tmp_path):
     assert results["dedup"]["counts"]["exact"] > 0  # planted copies are found
     up = results["updatedb"]["counts"]
     assert up["applied_fetched"] > 0 and up["new_urls"] > 0 and up["crawldb_urls"] > 5000
-    assert results["pagerank"]["counts"]["iterations"] == 2
+    assert results["pagerank"]["counts"]["iterations"] == 1
