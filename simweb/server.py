@@ -123,6 +123,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         start = time.time()
+        self._final_write: float | None = None
         self._sent = 0
         self._head_sent = False
         self._expected = False
@@ -224,11 +225,9 @@ class Handler(BaseHTTPRequestHandler):
         head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         send = self.connection.sendall
         if req.method == "HEAD" or no_body:
-            self._expect()
-            send(head)
+            self._send_last(head)
         elif resp.stream is None:
-            self._expect()
-            send(head + resp.body)
+            self._send_last(head + resp.body)
             self._sent = len(resp.body)
         else:
             send(head)
@@ -242,13 +241,30 @@ class Handler(BaseHTTPRequestHandler):
                         raise _Dropped
                     continue
                 if nxt is None:
-                    self._expect()
-                send(item)
+                    self._send_last(item)
+                else:
+                    send(item)
                 self._sent += len(item)
         return resp.status
 
+    def _send_last(self, data: bytes) -> None:
+        """Write a response's last piece; its end time is taken just before the final byte, once
+        everything else is in the socket (so neither before a long write nor after a wake-up)."""
+        send = self.connection.sendall
+        if len(data) > 1:
+            send(data[:-1])
+        self._expect()
+        send(data[-1:])
+
     def _expect(self) -> None:
-        """Announce this request's log record: its last byte is about to be written."""
+        """Announce this request's log record: its last byte is about to be written.
+
+        Also the response's end time for the politeness audit: the client cannot have the whole
+        response before this final write. A clock read after the write measured when this
+        thread got the GIL back instead, which on a loaded machine was 60+ ms later and made a
+        polite crawler look early after small (304) responses.
+        """
+        self._final_write = time.time()
         if not self._expected:
             self._expected = True
             self.server.log.expect()
@@ -268,7 +284,7 @@ class Handler(BaseHTTPRequestHandler):
             "path": self.path,
             "method": self.command,
             "start": start,
-            "end": time.time(),
+            "end": self._final_write if self._final_write is not None else time.time(),
             "status": status,
             "ua": self.headers.get("User-Agent", "") if self.headers else "",
             "conn": self.client_address[1],

@@ -18,6 +18,7 @@ from recrawl.config import Config
 
 def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
     from delta.tables import DeltaTable
+    from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -45,6 +46,9 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
               "dst_url", "left")
         .select(canon("src_url"), canon("dst_url"))
         .where("src_url != dst_url").distinct()
+        # used five times below (ids, edges, out-degrees, in-link scores, host graph): kept,
+        # not recomputed from `links` each time (docs/scale.md)
+        .persist(StorageLevel.MEMORY_AND_DISK)
     )
     urls = (
         edges_url.select(F.col("src_url").alias("url"))
@@ -55,6 +59,7 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
         edges_url.join(ids.withColumnRenamed("url", "src_url").withColumnRenamed("id", "src"), "src_url")
         .join(ids.withColumnRenamed("url", "dst_url").withColumnRenamed("id", "dst"), "dst_url")
         .select("src", "dst")
+        .persist(StorageLevel.MEMORY_AND_DISK)
     )
     res = pagerank(
         spark, ids.select("id"), edges, damping=float(p["damping"]),
@@ -78,7 +83,7 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
         .whenMatchedUpdate(set={"score": "s.pagerank", "inlink_score": "s.inlink_score"})
         .execute()
     )
-    host_edges = host_graph(edges_url)
+    host_edges = host_graph(ids, edges)
     host_rank = host_ranks(spark, host_edges, p)
     structure = host_components(spark, host_edges, p)
     host_rows = host_rank.join(structure, "host", "full").cache()
@@ -94,22 +99,30 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
     unresolved = host_rows.where("scc_root IS NULL").count()
     host_rows.unpersist()
     n = scores.count()
-    scores.unpersist()
-    ids.unpersist()
-    return {"vertices": n, "edges": edges.count(), "iterations": res.iterations,
+    n_edges = edges.count()
+    for df in (scores, ids, edges, edges_url, host_edges):
+        df.unpersist()
+    return {"vertices": n, "edges": n_edges, "iterations": res.iterations,
             "largest_host_scc": int(big_scc), "hosts_scc_unresolved": unresolved}
 
 
-def host_graph(edges_url):
-    """An edge per (source host, target host) pair, weighted by its link count."""
+def host_graph(ids, edges):
+    """An edge per (source host, target host) pair, weighted by its link count.
+
+    `ids` (url, id) are the URL graph's vertices and `edges` (src, dst) its edges, one per
+    distinct URL pair. The host of each vertex is computed once (a Python UDF call per URL,
+    not two per edge: a page has ~10 out-links), then joined onto the edges by id.
+    """
     from pyspark.sql import functions as F
 
     from recrawl.urlnorm import host_key
 
     host_udf = F.udf(lambda u: _safe(host_key, u), "string")
+    vhost = ids.select("id", host_udf("url").alias("host")).where("host IS NOT NULL")
     return (
-        edges_url.select(host_udf("src_url").alias("s"), host_udf("dst_url").alias("d"))
-        .where("s IS NOT NULL AND d IS NOT NULL AND s != d")
+        edges.join(vhost.select(F.col("id").alias("src"), F.col("host").alias("s")), "src")
+        .join(vhost.select(F.col("id").alias("dst"), F.col("host").alias("d")), "dst")
+        .where("s != d")
         .groupBy("s", "d").agg(F.count("*").alias("weight"))
         .cache()
     )
@@ -152,12 +165,12 @@ def host_ranks(spark, host_edges, p):
 
     hosts = host_edges.select(F.col("s").alias("host")).union(host_edges.select("d")).distinct()
     hids = hosts.withColumn("id", F.monotonically_increasing_id()).cache()
-    edges = (
+    hedges = (
         host_edges.join(hids.withColumnRenamed("host", "s").withColumnRenamed("id", "src"), "s")
         .join(hids.withColumnRenamed("host", "d").withColumnRenamed("id", "dst"), "d")
         .select("src", "dst", "weight")
     )
-    res = pagerank(spark, hids.select("id"), edges, damping=float(p["damping"]),
+    res = pagerank(spark, hids.select("id"), hedges, damping=float(p["damping"]),
                    max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]))
     return res.ranks.join(hids, "id").select("host", F.col("pagerank").alias("host_rank"))
 

@@ -172,12 +172,14 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     db = read(spark, cfg, "crawldb").select("url", "depth", "score")
     links = read(spark, cfg, "links").where(f"round_id = {rid}")
     # A URL found after the last PageRank run gets the estimate generate ranks it by until the
-    # next run: sum over its ranked in-links of rank / out-degree.
+    # next run: sum over its ranked in-links of rank / out-degree. A link's dst_host is
+    # host_key(dst_url), computed by parse: carried, not recomputed by a Python UDF per target
+    # (the few redirect and sitemap targets still are).
     outdeg = links.groupBy("src_url").agg(F.count("*").alias("deg"))
     link_targets = (
         links.join(db.withColumnRenamed("url", "src_url"), "src_url").join(outdeg, "src_url")
         .select(F.col("dst_url").alias("url"), (F.col("depth") + 1).alias("depth"),
-                (F.col("score") / F.col("deg")).alias("inlink_est"))
+                (F.col("score") / F.col("deg")).alias("inlink_est"), F.col("dst_host").alias("host"))
     )
     redirect_targets = (
         fetches.where("fetch_status = 'redirect' AND final_url IS NOT NULL "
@@ -192,16 +194,25 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .join(fetches.select(F.col("url").alias("u")).withColumn("host", host_of("u"))
               .select("host").distinct(), "host")
         .select(F.explode("sitemaps").alias("url"))
-        .select(norm_udf("url").alias("url"), F.lit(0).alias("depth"), F.lit(None).cast("double").alias("inlink_est"))
+        .select(norm_udf("url").alias("url"), F.lit(0).alias("depth"),
+                F.lit(None).cast("double").alias("inlink_est"))
         .where("url IS NOT NULL")
     )
     max_depth = int(cfg.get("crawl.max_depth"))
     host_udf = F.udf(_host_or_none, "string")
+    # Rows without a carried host (redirects, sitemaps, links written without dst_host) get
+    # it from the UDF: only they pay a Python round trip.
+    other_targets = (
+        link_targets.where("host IS NULL").drop("host")
+        .unionByName(redirect_targets).unionByName(sitemap_targets)
+    )
     targets = (
-        link_targets.unionByName(redirect_targets).unionByName(sitemap_targets)
-        .groupBy("url").agg(F.min("depth").alias("depth"), F.sum("inlink_est").alias("inlink_est"))
+        link_targets.where("host IS NOT NULL")
+        .unionByName(other_targets.withColumn("host", host_udf("url")))
+        # host is a function of url: every row of one url carries the same (or NULL)
+        .groupBy("url").agg(F.min("depth").alias("depth"), F.max("host").alias("host"),
+                            F.sum("inlink_est").alias("inlink_est"))
         .where(F.col("depth") <= max_depth)
-        .withColumn("host", host_udf("url"))
         .where("host IS NOT NULL")
     )
     before = spark.read.format("delta").load(cfg.table_path("crawldb")).count()
@@ -213,7 +224,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .whenNotMatchedInsert(values={
             "url": "s.url", "host": "s.host", "status": "'unfetched'", "depth": "s.depth",
             "discovered_at": now_sql, "next_fetch_time": now_sql, "retries": "0",
-            "fetch_count": "0", "change_count": "0", "parse_failures": "0", "inlink_score": "s.inlink_est",
+            "fetch_count": "0", "change_count": "0", "parse_failures": "0",
+            "inlink_score": "s.inlink_est",
             "fetch_interval_s": str(int(sch["default_interval_days"] * day)),
         })
         .execute()
@@ -250,6 +262,21 @@ def url_shape(url: str) -> str:
     return shape
 
 
+def url_shape_sql(col: str = "url") -> str:
+    """`url_shape` as a SQL expression: the same string, without a Python round trip per URL.
+
+    `\\p{Nd}` (Java) is Python's `\\d` for str (Unicode decimal digits); keys are sorted in
+    code point order by both (UTF-8 byte order is code point order).
+    """
+    query = f"substr({col}, instr({col}, '?') + 1)"
+    return (
+        f"regexp_replace(substring_index({col}, '?', 1), '\\\\p{{Nd}}+', 'N') || "
+        f"CASE WHEN instr({col}, '?') > 0 AND {query} != '' THEN '?' || array_join("
+        f"array_sort(transform(split({query}, '&'), p -> substring_index(p, '=', 1))), '&') "
+        "ELSE '' END"
+    )
+
+
 def _update_hosts(spark, cfg: Config, now: dt.datetime) -> int:
     """Per-host counters and the trap flag; unfetched URLs of trap hosts become `trap`."""
     from delta.tables import DeltaTable
@@ -259,9 +286,10 @@ def _update_hosts(spark, cfg: Config, now: dt.datetime) -> int:
 
     u = cfg.section("updatedb")
     db = read(spark, cfg, "crawldb")
-    shape_udf = F.udf(url_shape, "string")
+    # SQL, not a Python UDF: this runs over every URL of crawldb each round (measured in
+    # docs/scale.md: the UDF was most of updatedb's time at 1M URLs).
     shapes = (
-        db.withColumn("shape", shape_udf("url")).groupBy("host", "shape").count()
+        db.withColumn("shape", F.expr(url_shape_sql("url"))).groupBy("host", "shape").count()
         .groupBy("host").agg(F.max("count").alias("max_shape"))
     )
     stats = (

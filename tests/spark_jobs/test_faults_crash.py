@@ -195,7 +195,9 @@ def crash(spark, tmp_path_factory):
         # 3. resume to the end; a maintenance started next to it is refused by the lock
         t0 = time.monotonic()
         proc, out3, err3 = crawler.start("round", "--date", DATE)
-        _wait_for(lambda: (Path(cfg_a.home) / "crawler.lock").exists(), proc, "the lock")
+        # Run 2's stale lock is still there: wait until this round has reclaimed it and holds
+        # its own, or maintenance may win the race for the stale lock instead.
+        _wait_for(lambda: _lock_pid(Path(cfg_a.home) / "crawler.lock") == proc.pid, proc, "the lock")
         maint = subprocess.run(
             [sys.executable, "-m", "recrawl.cli", "maintenance", "--step", "optimize"],
             capture_output=True, text=True, timeout=120,
@@ -232,6 +234,13 @@ def test_runs_were_killed_where_intended_and_resumed(crash):
     assert crash["rc3"] == 0, crash["err3"]
     assert "resuming at updatedb" in crash["out3"]
     assert "reclaiming a stale lock" in crash["err3"]
+
+
+def _lock_pid(path: Path) -> int | None:
+    try:
+        return json.loads(path.read_text()).get("pid")
+    except (OSError, ValueError):
+        return None  # absent, or being rewritten
 
 
 def test_concurrent_maintenance_is_refused_clearly(crash):

@@ -1,0 +1,29 @@
+"""updatedb's SQL forms of per-URL Python helpers give the helpers' exact results."""
+
+from __future__ import annotations
+
+import pytest
+
+from spark_jobs.updatedb import url_shape, url_shape_sql
+
+pytestmark = pytest.mark.spark
+
+URLS = [
+    "http://t/cal/2026/11",
+    "http://t/cal/2031/02?",
+    "http://t/s?id=1&b=2",
+    "http://t/s?b=9&id=7&&x",
+    "https://h.test:8443/a1b22/c333.html?z=1&a=&a=2&%41=3",
+    "http://t/p?q=a?b=c",
+    "http://t/\u0663\u0664/x?\u00e9=1&e=2",  # Arabic-Indic digits are digits for both
+    "http://t/a/b",
+    "http://t/",
+]
+
+
+def test_url_shape_sql_matches_url_shape(spark):
+    from pyspark.sql import functions as F
+
+    df = spark.createDataFrame([(u,) for u in URLS], "url string")
+    got = dict(df.select("url", F.expr(url_shape_sql("url")).alias("s")).collect())
+    assert got == {u: url_shape(u) for u in URLS}
