@@ -124,7 +124,10 @@ def host_graph(ids, edges):
         .join(vhost.select(F.col("id").alias("dst"), F.col("host").alias("d")), "dst")
         .where("s != d")
         .groupBy("s", "d").agg(F.count("*").alias("weight"))
-        .cache()
+        # Cut the lineage here: host PageRank and the components iterate over this graph, and
+        # with the URL graph's cached plans nested inside, each iteration's plan string ran the
+        # driver out of heap.
+        .localCheckpoint(eager=True)
     )
 
 
