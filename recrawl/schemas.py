@@ -63,8 +63,10 @@ CRAWLDB = _schema(
     ("redirect_to", S),
     # additions beyond the contract
     ("payload_digest", S),
-    ("generated_round", S),  # generation mark: set by generate, cleared by updatedb
-    ("generated_at", T),  # logical time of the mark; stale marks expire (Nutch crawl.gen.delay)
+    # Legacy generation mark, no longer written (marks are the open rounds' fetch_list rows,
+    # spark_jobs/generate.live_marks); still honoured until updatedb clears it or it expires.
+    ("generated_round", S),
+    ("generated_at", T),
     ("last_round", S),  # last round whose updatedb applied a fetch to this row (idempotency)
     ("scheduled_round", S),  # last round whose schedule step set next_fetch_time
     ("last_changed", B),  # did the last fetch find a meaningful change

@@ -1,10 +1,12 @@
 """generate: pick the URLs due at the round's logical time into a host-partitioned fetch list.
 
-Nutch's Generator in DataFrame form: due URLs (next_fetch_time <= logical date, not carrying a
-live generation mark), best priority first, at most `max_per_host` per host and `top_n` in all,
-hosts in back-off skipped, trap hosts limited to pages already known good. The selected URLs get
-a generation mark in crawldb so a second generate before updatedb cannot hand them out again; a
-re-run of generate for the same round clears and re-derives its own marks (idempotent).
+Nutch's Generator in DataFrame form: due URLs (next_fetch_time <= logical date, not out in a
+round that updatedb has not applied yet), best priority first, at most `max_per_host` per host
+and `top_n` in all, hosts in back-off skipped, trap hosts limited to pages already known good.
+Generation marks are the open rounds' `fetch_list` rows (`live_marks`), so a second generate
+before updatedb cannot hand a URL out again, and generate writes nothing into crawldb: a mark
+column there cost a rewrite of every crawldb file per round (docs/scale.md). A re-run of
+generate for the same round replaces its own fetch list (idempotent).
 
 Partitioning: every URL of a host lands in one fetch partition, and hosts are packed into
 partitions by expected fetch time (URLs x delay, longest first into the least loaded
@@ -62,7 +64,6 @@ def pack_hosts(loads: Iterable[tuple[str, float]], partitions: int) -> dict[str,
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
-    from delta.tables import DeltaTable
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -71,13 +72,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
     g, f = cfg.section("generate"), cfg.section("fetcher")
     now_logical = naive_utc(logical)
-    crawldb_path = cfg.table_path("crawldb")
-    crawldb = DeltaTable.forPath(spark, crawldb_path)
-    # A re-run for the same round starts from a clean slate: drop this round's marks.
-    crawldb.update(
-        f"generated_round = {sql_str(round_id)}",
-        {"generated_round": "NULL", "generated_at": "NULL"},
-    )
     expiry = now_logical - dt.timedelta(days=g["mark_expiry_days"])
     db = read(spark, cfg, "crawldb")
     wall_now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
@@ -92,6 +86,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .join(hosts, "host", "left")
         .join(robots, "host", "left")
     )
+    out = live_marks(spark, cfg, round_id, expiry)
+    if out is not None:
+        due = due.join(out, "url", "left_anti")
     # Back-off comes from the servers' real Retry-After / failures: compare with the wall clock.
     in_backoff = F.col("backoff_until").isNotNull() & (F.col("backoff_until") > F.lit(wall_now))
     # On a trap host only pages already fetched are refreshed; new URLs wait (or never come).
@@ -140,16 +137,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     n = spark.read.format("delta").load(cfg.table_path("fetch_list")).where(
         f"round_id = {sql_str(round_id)}"
     )
-    marks = n.select("url").withColumn("generated_round", F.lit(round_id))
-    (
-        crawldb.alias("t")
-        .merge(marks.alias("s"), "t.url = s.url")
-        .whenMatchedUpdate(set={
-            "generated_round": "s.generated_round",
-            "generated_at": F.lit(now_logical),
-        })
-        .execute()
-    )
     generated = n.count()
     skipped_backoff = due.where(in_backoff).count()
     selected.unpersist()
@@ -163,6 +150,37 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "priority_bfs": 1 if mode == "bfs" else 0,
         "max_partition_expected_s": math.ceil(worst),
     }
+
+
+def open_rounds(rounds: Iterable[tuple[str, dt.date, list[str] | None]], current: str,
+                expiry: dt.datetime) -> list[str]:
+    """Rounds whose fetch lists are still out: generated, not yet applied by updatedb, newer
+    than the mark expiry (Nutch's crawl.gen.delay), other than the round being generated."""
+    return sorted(
+        rid for rid, logical, steps in rounds
+        if rid != current and "generate" in (steps or []) and "updatedb" not in (steps or [])
+        and logical is not None and logical >= expiry.date()
+    )
+
+
+def live_marks(spark, cfg: Config, round_id: str, expiry: dt.datetime):
+    """URLs handed out by a round that updatedb has not applied yet (None when there are none).
+
+    The generation marks live in `fetch_list` + `rounds`, not in crawldb: writing a mark into
+    crawldb was a MERGE of the whole round, which rewrote every crawldb file (docs/scale.md).
+    """
+    from recrawl.tables import read
+    from spark_jobs.common import sql_str
+
+    rows = read(spark, cfg, "rounds").select("round_id", "logical_date", "steps_done").collect()
+    ids = open_rounds(((r[0], r[1], r[2]) for r in rows), round_id, expiry)
+    if not ids:
+        return None
+    return (
+        read(spark, cfg, "fetch_list")
+        .where(f"round_id IN ({', '.join(sql_str(i) for i in ids)})")
+        .select("url").distinct()
+    )
 
 
 def _scores_mode(spark, cfg: Config, now: dt.datetime) -> tuple[bool, str]:

@@ -141,30 +141,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "generated_at": "NULL",
         "last_round": rid,
     }
-    crawldb = DeltaTable.forPath(spark, cfg.table_path("crawldb"))
-    (
-        crawldb.alias("t")
-        .merge(src.alias("s"), "t.url = s.url")
-        .whenMatchedUpdate(condition=f"t.last_round IS NULL OR t.last_round != {rid}",
-                           set=updates)
-        .execute()
-    )
-    # A stored page that lost to a new copy in this round's dedup is a duplicate too.
-    stored_dups = dups.select("url").join(fetches.select("url"), "url", "left_anti")
-    (
-        crawldb.alias("t")
-        .merge(stored_dups.alias("s"), "t.url = s.url AND t.status = 'fetched'")
-        .whenMatchedUpdate(set={"status": "'duplicate'"})
-        .execute()
-    )
-    # Pages that keep breaking the parser are parked (a poison page must not fail every round).
-    max_pf = int(cfg.get("parse.max_parse_failures"))
-    crawldb.update(
-        f"parse_failures >= {max_pf} AND status = 'fetched'",
-        {"status": "'failed'", "next_fetch_time":
-         f"{now_sql} + make_interval(0, 0, 0, 0, 0, 0, {int(u['retry_gone_interval_days'] * day)})"},
-    )
-
     rules = norm_rules(cfg)
     host_of = F.udf(_host_or_none, "string")
     norm_udf = F.udf(lambda u: try_normalize(u, rules=rules)[0] if u else None, "string")
@@ -215,20 +191,54 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .where(F.col("depth") <= max_depth)
         .where("host IS NOT NULL")
     )
+    # A stored page that lost to a new copy in this round's dedup is a duplicate too.
+    stored_dups = (
+        dups.select("url").join(fetches.select("url"), "url", "left_anti")
+        .withColumn("stored_dup", F.lit(True))
+    )
+    # One MERGE for the whole step. The fetched URLs are spread over every crawldb file, so any
+    # MERGE they take part in rewrites the whole table (copy-on-write): fetch results, stored
+    # duplicates, depth updates and new URLs share that one rewrite instead of paying three
+    # (docs/scale.md, "fewer rewrites per round"). One source row per URL: full outer joins.
+    merged = (
+        src.join(targets.select("url", F.col("depth").alias("link_depth"),
+                                F.col("host").alias("link_host"), "inlink_est"), "url", "full")
+        .join(stored_dups, "url", "full")
+    )
+    better_depth = "s.link_depth IS NOT NULL AND (t.depth IS NULL OR s.link_depth < t.depth)"
+    depth = f"CASE WHEN {better_depth} THEN s.link_depth ELSE t.depth END"
+    crawldb = DeltaTable.forPath(spark, cfg.table_path("crawldb"))
     before = spark.read.format("delta").load(cfg.table_path("crawldb")).count()
     (
         crawldb.alias("t")
-        .merge(targets.alias("s"), "t.url = s.url")
-        .whenMatchedUpdate(condition="t.depth IS NULL OR s.depth < t.depth",
-                           set={"depth": "s.depth"})
-        .whenNotMatchedInsert(values={
-            "url": "s.url", "host": "s.host", "status": "'unfetched'", "depth": "s.depth",
+        .merge(merged.alias("s"), "t.url = s.url")
+        .whenMatchedUpdate(
+            condition=f"s.fetch_status IS NOT NULL AND (t.last_round IS NULL OR t.last_round != {rid})",
+            set={**updates, "depth": depth},
+        )
+        .whenMatchedUpdate(
+            condition="s.fetch_status IS NULL AND "
+                      f"((coalesce(s.stored_dup, false) AND t.status = 'fetched') OR ({better_depth}))",
+            set={"status": "CASE WHEN coalesce(s.stored_dup, false) AND t.status = 'fetched' "
+                           "THEN 'duplicate' ELSE t.status END",
+                 "depth": depth},
+        )
+        .whenNotMatchedInsert(condition="s.link_depth IS NOT NULL", values={
+            "url": "s.url", "host": "s.link_host", "status": "'unfetched'", "depth": "s.link_depth",
             "discovered_at": now_sql, "next_fetch_time": now_sql, "retries": "0",
             "fetch_count": "0", "change_count": "0", "parse_failures": "0",
             "inlink_score": "s.inlink_est",
             "fetch_interval_s": str(int(sch["default_interval_days"] * day)),
         })
         .execute()
+    )
+    # Pages that keep breaking the parser are parked (a poison page must not fail every round).
+    # Few rows match: only the files holding them are rewritten.
+    max_pf = int(cfg.get("parse.max_parse_failures"))
+    crawldb.update(
+        f"parse_failures >= {max_pf} AND status = 'fetched'",
+        {"status": "'failed'", "next_fetch_time":
+         f"{now_sql} + make_interval(0, 0, 0, 0, 0, 0, {int(u['retry_gone_interval_days'] * day)})"},
     )
     after = spark.read.format("delta").load(cfg.table_path("crawldb")).count()
     traps = _update_hosts(spark, cfg, now)

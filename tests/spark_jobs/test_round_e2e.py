@@ -236,3 +236,34 @@ def test_pagerank_scores_feed_generate_priority(spark, crawl):
             assert root == min(group)
             assert all(r[size] == len(members[r[col]]) for r in hosts if r[col] == root)
     assert counts["largest_host_scc"] == max(r["scc_hosts"] for r in hosts)
+
+
+def test_open_round_urls_are_not_generated_again_and_crawldb_is_not_written(spark, crawl):
+    from delta.tables import DeltaTable
+
+    from recrawl.cli import run_step
+
+    cfg = crawl["cfg"].with_overrides({"generate.max_per_host": 2})
+    _, last, _ = crawl["rounds"][-1]
+    logical = last + dt.timedelta(days=31)
+    crawldb = DeltaTable.forPath(spark, cfg.table_path("crawldb"))
+    version = crawldb.history(1).first()["version"]
+
+    def fetch_list(rid):
+        return {r["url"] for r in _rows(spark, cfg, "fetch_list", f"round_id = '{rid}'")}
+
+    run_step(spark, cfg, "generate", "open1", logical)
+    first = fetch_list("open1")
+    # open1 is out (generated, no updatedb): a second round must not hand its URLs out again
+    run_step(spark, cfg, "generate", "open2", logical)
+    second = fetch_list("open2")
+    assert first and second and not first & second
+    # re-running a round's own generate does not exclude its own URLs
+    run_step(spark, cfg, "generate", "open1", logical)
+    assert fetch_list("open1") == first
+    # marks live in fetch_list + rounds: generate never rewrites crawldb
+    assert crawldb.history(1).first()["version"] == version
+    # past the mark expiry the URLs are due again
+    later = logical + dt.timedelta(days=cfg.get("generate.mark_expiry_days") + 1)
+    run_step(spark, cfg, "generate", "open3", later)
+    assert fetch_list("open3") & (first | second)

@@ -57,3 +57,21 @@ def test_url_shape_collapses_calendars_and_session_ids():
     assert url_shape("http://t/cal/2026/11") == url_shape("http://t/cal/2031/02")
     assert url_shape("http://t/s?id=1&b=2") == url_shape("http://t/s?b=9&id=7")
     assert url_shape("http://t/a/b") != url_shape("http://t/a/c")
+
+
+def test_open_rounds_are_generated_not_applied_and_unexpired():
+    import datetime as dt
+
+    from spark_jobs.generate import open_rounds
+
+    expiry = dt.datetime(2026, 11, 20)
+    rounds = [
+        ("done", dt.date(2026, 11, 25), ["generate", "fetch", "updatedb"]),
+        ("out", dt.date(2026, 11, 25), ["generate", "fetch"]),
+        ("expired", dt.date(2026, 11, 10), ["generate"]),
+        ("no-generate", dt.date(2026, 11, 25), None),
+        ("current", dt.date(2026, 11, 26), ["generate"]),
+        ("b-out", dt.date(2026, 11, 20), ["generate"]),
+    ]
+    assert open_rounds(rounds, "current", expiry) == ["b-out", "out"]
+    assert open_rounds([], "current", expiry) == []
