@@ -34,7 +34,6 @@ import random
 import resource
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -42,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks._sampler import PeakSampler  # noqa: E402
 from recrawl.fingerprint import hamming, to_signed64  # noqa: E402
 
 K = 3
@@ -87,56 +87,6 @@ def url_of(i: int) -> str:
 def precision_recall(found: set, truth: set) -> tuple[float, float]:
     hit = len(found & truth)
     return (hit / len(found) if found else 1.0), (hit / len(truth) if truth else 1.0)
-
-
-# --- memory sampling ---------------------------------------------------------------------
-
-
-class PeakSampler:
-    """Peak RSS of this process and the JVM, and peak JVM heap in use, sampled."""
-
-    def __init__(self, spark, interval: float = 0.2) -> None:
-        import psutil
-
-        self.spark, self.interval = spark, interval
-        self.me = psutil.Process()
-        jvms = [p for p in self.me.children(recursive=True) if "java" in p.name()]
-        self.jvm = jvms[0] if jvms else None
-        self.runtime = spark._jvm.java.lang.Runtime.getRuntime()
-        self.old_pools = [
-            p for p in spark._jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
-            if "Old" in p.getName() or "Tenured" in p.getName()
-        ]
-        self.py_rss = self.jvm_rss = self.heap = 0
-        self._stop = threading.Event()
-
-    def _sample(self) -> None:
-        self.py_rss = max(self.py_rss, self.me.memory_info().rss)
-        if self.jvm is not None:
-            self.jvm_rss = max(self.jvm_rss, self.jvm.memory_info().rss)
-        self.heap = max(self.heap, self.runtime.totalMemory() - self.runtime.freeMemory())
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self._sample()
-            except Exception:  # a sample lost to a busy gateway is not worth a crash
-                pass
-
-    def __enter__(self) -> PeakSampler:
-        self.spark._jvm.java.lang.System.gc()
-        for p in self.old_pools:
-            p.resetPeakUsage()
-        self._sample()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-        self.old_peak = sum(p.getPeakUsage().getUsed() for p in self.old_pools)
 
 
 # --- engines -----------------------------------------------------------------------------

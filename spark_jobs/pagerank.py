@@ -83,7 +83,7 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
         .whenMatchedUpdate(set={"score": "s.pagerank", "inlink_score": "s.inlink_score"})
         .execute()
     )
-    host_edges = host_graph(ids, edges)
+    host_edges = host_graph(ids, edges, read(spark, cfg, "crawldb").select("url", "host"))
     host_rank = host_ranks(spark, host_edges, p)
     structure = host_components(spark, host_edges, p)
     host_rows = host_rank.join(structure, "host", "full").cache()
@@ -106,19 +106,27 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
             "largest_host_scc": int(big_scc), "hosts_scc_unresolved": unresolved}
 
 
-def host_graph(ids, edges):
+def host_graph(ids, edges, known=None):
     """An edge per (source host, target host) pair, weighted by its link count.
 
     `ids` (url, id) are the URL graph's vertices and `edges` (src, dst) its edges, one per
-    distinct URL pair. The host of each vertex is computed once (a Python UDF call per URL,
-    not two per edge: a page has ~10 out-links), then joined onto the edges by id.
+    distinct URL pair. A vertex's host comes from `known` (url, host: crawldb, which stores
+    host_key(url) for every URL it holds); only URLs it lacks (targets beyond max_depth) pay
+    a Python `host_key` call, once per URL, then the hosts are joined onto the edges by id.
     """
     from pyspark.sql import functions as F
 
     from recrawl.urlnorm import host_key
 
     host_udf = F.udf(lambda u: _safe(host_key, u), "string")
-    vhost = ids.select("id", host_udf("url").alias("host")).where("host IS NOT NULL")
+    if known is None:
+        vhost = ids.select("id", host_udf("url").alias("host"))
+    else:
+        with_host = ids.join(known, "url", "left")
+        vhost = with_host.where("host IS NOT NULL").select("id", "host").unionByName(
+            with_host.where("host IS NULL").select("id", host_udf("url").alias("host"))
+        )
+    vhost = vhost.where("host IS NOT NULL")
     return (
         edges.join(vhost.select(F.col("id").alias("src"), F.col("host").alias("s")), "src")
         .join(vhost.select(F.col("id").alias("dst"), F.col("host").alias("d")), "dst")

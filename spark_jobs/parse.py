@@ -163,17 +163,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .withColumn("src_host", host_udf("src_url"))
         .withColumn("dst_host", host_udf("dst_url"))
     )
-    # `links` holds each page's latest outlinks: drop what earlier rounds said for these pages.
-    from delta.tables import DeltaTable
-
-    srcs = parsed.select(F.col("url").alias("src_url")).distinct()
-    (
-        DeltaTable.forPath(spark, cfg.table_path("links")).alias("t")
-        .merge(srcs.alias("s"), f"t.src_url = s.src_url AND t.round_id != {sql_str(round_id)}")
-        .whenMatchedDelete()
-        .execute()
-    )
-    replace_round(links, cfg, "links", round_id)
+    write_latest_outlinks(spark, cfg, round_id, parsed.select("url"), links)
     stats = parsed.agg(
         F.count("*").alias("pages"),
         F.sum(F.when(F.col("parse_error").isNotNull(), 1).otherwise(0)).alias("parse_errors"),
@@ -193,3 +183,22 @@ def _safe_host(fn, url):
         return fn(url)
     except Exception:
         return None
+
+
+def write_latest_outlinks(spark, cfg: Config, round_id: str, parsed_urls, links) -> None:
+    """`links` holds each page's latest outlinks: drop what earlier rounds said for the pages
+    parsed now (`parsed_urls`, a `url` column), then replace the round's partition."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from recrawl.tables import replace_round
+    from spark_jobs.common import sql_str
+
+    srcs = parsed_urls.select(F.col("url").alias("src_url")).distinct()
+    (
+        DeltaTable.forPath(spark, cfg.table_path("links")).alias("t")
+        .merge(srcs.alias("s"), f"t.src_url = s.src_url AND t.round_id != {sql_str(round_id)}")
+        .whenMatchedDelete()
+        .execute()
+    )
+    replace_round(links, cfg, "links", round_id)
