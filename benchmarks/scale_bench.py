@@ -62,6 +62,8 @@ from benchmarks.synth_state import (  # noqa: E402
 
 ROUND_DATE = AS_OF + dt.timedelta(days=1)
 STAGES = ("generate", "dedup", "updatedb", "pagerank")
+# the steps whose crawldb MERGE touches rows in every file (copy-on-write: a whole rewrite)
+REWRITES_CRAWLDB = ("updatedb", "pagerank")
 
 
 # --- measurement --------------------------------------------------------------------------
@@ -251,6 +253,21 @@ def floor_scan(spark, cfg, inputs) -> tuple[float, int]:
     return time.perf_counter() - t, rows
 
 
+def rewrite_floor(spark, cfg) -> float:
+    """Seconds to copy crawldb once (read every column, write a Delta table of it).
+
+    A step that changes rows spread over every crawldb file must rewrite all of it under
+    Delta's copy-on-write MERGE: this is that step's floor, next to the scan floor.
+    """
+    out = Path(cfg.home) / "rewrite-floor"
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.perf_counter()
+    spark.read.format("delta").load(cfg.table_path("crawldb")).write.format("delta").save(str(out))
+    elapsed = time.perf_counter() - t
+    shutil.rmtree(out, ignore_errors=True)
+    return elapsed
+
+
 # --- main ----------------------------------------------------------------------------------
 
 
@@ -347,6 +364,11 @@ def run_bench(args, spark=None) -> list[dict]:
             metrics.since_last()
         with PeakSampler(spark) as floor_mem:
             floor_s, rows = floor_scan(spark, cfg, stage_inputs(stage, round_id))
+        rw = rw_cpu = None
+        if args.rewrite_floor and stage in REWRITES_CRAWLDB:
+            with PeakSampler(spark) as rw_mem:
+                rw = rewrite_floor(spark, cfg)
+            rw_cpu = rw_mem.cpu
         metrics.since_last()
         with PeakSampler(spark) as mem:
             t = time.perf_counter()
@@ -361,11 +383,15 @@ def run_bench(args, spark=None) -> list[dict]:
             wall = time.perf_counter() - t
         m = metrics.since_last()
         r = {"stage": stage, "wall": wall, "rows": rows, "floor": floor_s, "cpu": mem.cpu,
-             "floor_cpu": floor_mem.cpu, "load": os.getloadavg()[0],
+             "floor_cpu": floor_mem.cpu, "rewrite_floor": rw, "rewrite_floor_cpu": rw_cpu,
+             "load": os.getloadavg()[0],
              "heap": mem.heap, "old": mem.old_peak, "jvm_rss": mem.jvm_rss,
              "py_rss": mem.py_rss, "workers_rss": mem.workers_rss, "counts": counts, **m}
         results.append(r)
         print(f"  {stage}: {wall:.1f} s (floor {floor_s:.1f} s) {counts}", flush=True)
+        if rw is not None:
+            print(f"  {stage}: crawldb rewrite floor {rw:.1f} s, {rw_cpu:.0f} CPU s; step = "
+                  f"{wall / rw:.1f}x it ({mem.cpu / max(rw_cpu, 1e-9):.1f}x in CPU)", flush=True)
         print_table(args.urls, [r], header=False)  # a run stopped early keeps its figures
     if own:
         spark.stop()
@@ -413,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--crawldb-props", action="append", metavar="KEY=VALUE",
                     help="a Delta table property set on crawldb before the round, e.g. "
                     "delta.enableDeletionVectors=true")
+    ap.add_argument("--rewrite-floor", action="store_true",
+                    help="also time a plain copy of crawldb before the steps that rewrite it")
     ap.add_argument("--json", help="also write the results to this file")
     args = ap.parse_args(argv)
     args.stages = [s for s in args.stages.split(",") if s]

@@ -115,13 +115,13 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .withColumn("host_rank", F.row_number().over(w))
         .where(F.col("host_rank") <= F.col("cap"))
     )
-    selected = (
-        ranked.orderBy(F.col("priority").desc(), F.col("host_rank"), F.col("url"))
-        .limit(int(g["top_n"]))
-        .select("url", "host", "priority", "etag", "last_modified", "depth", "payload_digest",
-                "last_fetch_time", "delay")
-        .cache()
+    top = first_rows(
+        ranked.select("url", "host", "priority", "etag", "last_modified", "depth",
+                      "payload_digest", "last_fetch_time", "delay", "host_rank"),
+        int(g["top_n"]),
+        [F.col("priority").desc(), F.col("host_rank"), F.col("url")],
     )
+    selected = top.drop("host_rank")
     loads = [
         (r["host"], r["n"] * r["delay"])
         for r in selected.groupBy("host").agg(F.count("*").alias("n"), F.max("delay").alias("delay"))
@@ -139,7 +139,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     generated = n.count()
     skipped_backoff = due.where(in_backoff).count()
-    selected.unpersist()
+    top.unpersist()
     worst = max((load for _, load in loads), default=0.0)
     return {
         "generated": generated,
@@ -150,6 +150,51 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "priority_bfs": 1 if mode == "bfs" else 0,
         "max_partition_expected_s": math.ceil(worst),
     }
+
+
+def partition_offsets(counts: dict[int, int]) -> dict[int, int]:
+    """Rows before each partition of a sorted DataFrame, from the rows in each partition."""
+    out, total = {}, 0
+    for pid in sorted(counts):
+        out[pid] = total
+        total += counts[pid]
+    return out
+
+
+def first_rows(df, n: int, order: list):
+    """The first `n` rows of `df` in `order`, persisted, without one task holding n rows.
+
+    `orderBy(...).limit(n)` plans Spark's TakeOrderedAndProject: every task and then a single
+    final task keep up to 2n rows in memory, unspillable: at a round of 33M URLs (docs/scale.md)
+    that is several GB in one task. Here the sort is Spark's range-partitioned, spilling sort;
+    each sorted partition's rows are counted (one small collect: a row per partition) and each
+    row's global position is its partition's offset plus its position inside the partition
+    (`monotonically_increasing_id` counts rows in order within a partition), so the cut needs
+    no single partition either.
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    tagged = (
+        df.orderBy(*order)
+        .withColumn("_pid", F.spark_partition_id())
+        .withColumn("_pos", F.monotonically_increasing_id() - F.shiftleft(F.col("_pid").cast("long"), 33))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    counts = {r["_pid"]: r["count"] for r in tagged.groupBy("_pid").count().collect()}
+    offsets = partition_offsets(counts)
+    offs = df.sparkSession.createDataFrame(
+        list(offsets.items()) or [(0, 0)], "_pid int, _off long"
+    )
+    out = (
+        tagged.join(F.broadcast(offs), "_pid")
+        .where(F.col("_off") + F.col("_pos") < n)
+        .drop("_pid", "_pos", "_off")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    out.count()
+    tagged.unpersist()
+    return out
 
 
 def open_rounds(rounds: Iterable[tuple[str, dt.date, list[str] | None]], current: str,

@@ -102,7 +102,10 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
     n_edges = edges.count()
     for df in (scores, ids, edges, edges_url, host_edges):
         df.unpersist()
+    per_it = sorted(res.seconds)
     return {"vertices": n, "edges": n_edges, "iterations": res.iterations,
+            # the URL graph's median iteration: what one more iteration costs (docs/scale.md)
+            "iteration_ms_median": int(1000 * per_it[len(per_it) // 2]) if per_it else 0,
             "largest_host_scc": int(big_scc), "hosts_scc_unresolved": unresolved}
 
 

@@ -142,7 +142,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "last_round": rid,
     }
     rules = norm_rules(cfg)
-    host_of = F.udf(_host_or_none, "string")
     norm_udf = F.udf(lambda u: try_normalize(u, rules=rules)[0] if u else None, "string")
     # New URLs: outlinks, redirect targets and sitemaps, at depth = shortest path from a seed.
     db = read(spark, cfg, "crawldb").select("url", "depth", "score")
@@ -165,10 +164,12 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     # Sitemaps named in robots.txt of hosts fetched this round feed discovery (depth 0 like a
     # seed: a sitemap is the site's own list of its pages).
+    # The round's hosts come from its fetch list (generate stored host_key there): no Python
+    # call per fetched URL (at 10M that UDF pass was most of the step's Python worker memory).
+    round_hosts = read(spark, cfg, "fetch_list").where(f"round_id = {rid}").select("host").distinct()
     sitemap_targets = (
         read(spark, cfg, "robots")
-        .join(fetches.select(F.col("url").alias("u")).withColumn("host", host_of("u"))
-              .select("host").distinct(), "host")
+        .join(round_hosts, "host")
         .select(F.explode("sitemaps").alias("url"))
         .select(norm_udf("url").alias("url"), F.lit(0).alias("depth"),
                 F.lit(None).cast("double").alias("inlink_est"))

@@ -18,6 +18,7 @@ def test_scale_bench_smoke(spark, tmp_path):
         urls=5000, home=str(tmp_path / "home"), seed=3, urls_per_host=50, top_n_fraction=0.1,
         pagerank_iterations=1, master="local[*]", driver_memory="1g", stages=list(STAGES),
         reuse=False, set=["spark.shuffle_partitions=2"], json=None, crawldb_props=None,
+        rewrite_floor=True,
     )
     results = {r["stage"]: r for r in run_bench(args, spark=spark)}
     assert list(results) == list(STAGES)
@@ -29,3 +30,6 @@ def test_scale_bench_smoke(spark, tmp_path):
     up = results["updatedb"]["counts"]
     assert up["applied_fetched"] > 0 and up["new_urls"] > 0 and up["crawldb_urls"] > 5000
     assert results["pagerank"]["counts"]["iterations"] == 1
+    # the crawldb copy is timed only before the steps that rewrite crawldb
+    assert results["updatedb"]["rewrite_floor"] > 0 and results["pagerank"]["rewrite_floor"] > 0
+    assert results["generate"]["rewrite_floor"] is None

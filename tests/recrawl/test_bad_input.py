@@ -59,24 +59,18 @@ def test_check_seeds_accepts_files_with_some_invalid_lines(tmp_path):
 
 # -- Java ------------------------------------------------------------------------------------
 
-def test_wrong_java_version_is_explained(tmp_path):
-    java_home = tmp_path / "jdk8"
+@pytest.mark.parametrize("script, message", [
+    ("echo 'openjdk version \"1.8.0_402\"' >&2", "Java 8 found but Spark 4 needs Java 17+"),
+    ("echo nonsense", "cannot read the version"),
+], ids=["java8", "broken"])
+def test_unusable_java_is_explained(tmp_path, script, message):
+    java_home = tmp_path / "jdk"
     (java_home / "bin").mkdir(parents=True)
     java = java_home / "bin" / "java"
-    java.write_text('#!/bin/sh\necho \'openjdk version "1.8.0_402"\' >&2\n')
+    java.write_text(f"#!/bin/sh\n{script}\n")
     java.chmod(java.stat().st_mode | stat.S_IEXEC)
     out = _run(["init"], tmp_path / "home", JAVA_HOME=str(java_home))
-    _one_line_error(out, "Java 8 found but Spark 4 needs Java 17+", "JAVA_HOME")
-
-
-def test_broken_java_is_explained(tmp_path):
-    java_home = tmp_path / "broken"
-    (java_home / "bin").mkdir(parents=True)
-    java = java_home / "bin" / "java"
-    java.write_text("#!/bin/sh\necho nonsense\n")
-    java.chmod(java.stat().st_mode | stat.S_IEXEC)
-    out = _run(["init"], tmp_path / "home", JAVA_HOME=str(java_home))
-    _one_line_error(out, "cannot read the version", "JAVA_HOME")
+    _one_line_error(out, message, "JAVA_HOME")
 
 
 # -- corrupt and truncated WARC at parse time -----------------------------------------------

@@ -40,6 +40,7 @@ def test_matches_networkx(spark, n, edges):
 def test_stops_at_max_iterations(spark):
     got, res = _ranks(spark, 3, [(0, 1), (1, 2), (2, 0), (0, 2)], max_iterations=2, tolerance=0)
     assert res.iterations == 2
+    assert len(res.seconds) == 2 and all(t > 0 for t in res.seconds)  # timed per iteration
 
 
 def test_weighted_edges_match_networkx(spark):

@@ -89,6 +89,8 @@ def test_crawldb_has_one_row_per_url_and_fetched_pages(spark, crawl):
     assert _rows(spark, cfg, "links")
     assert all(r["generated_round"] is None for r in db)  # marks cleared by updatedb
     depths = {r["url"]: r["depth"] for r in db}
+    # sitemaps named in robots.txt of the round's hosts are discovered at depth 0
+    assert any(u.endswith("/sitemap.xml") and d == 0 for u, d in depths.items())
     assert min(depths.values()) == 0 and max(depths.values()) <= cfg.get("crawl.max_depth")
 
 
