@@ -115,12 +115,15 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .withColumn("host_rank", F.row_number().over(w))
         .where(F.col("host_rank") <= F.col("cap"))
     )
-    top = first_rows(
-        ranked.select("url", "host", "priority", "etag", "last_modified", "depth",
-                      "payload_digest", "last_fetch_time", "delay", "host_rank"),
-        int(g["top_n"]),
-        [F.col("priority").desc(), F.col("host_rank"), F.col("url")],
-    )
+    cols = ranked.select("url", "host", "priority", "etag", "last_modified", "depth",
+                         "payload_digest", "last_fetch_time", "delay", "host_rank")
+    order = [F.col("priority").desc(), F.col("host_rank"), F.col("url")]
+    top_n = int(g["top_n"])
+    if top_n <= int(g["top_n_in_memory"]):
+        # Spark's top-k (TakeOrderedAndProject): cheapest while 2 x top_n rows fit in a task
+        top = cols.orderBy(*order).limit(top_n).cache()
+    else:
+        top = first_rows(cols, top_n, order)
     selected = top.drop("host_rank")
     loads = [
         (r["host"], r["n"] * r["delay"])
