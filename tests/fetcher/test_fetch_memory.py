@@ -40,10 +40,8 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def web():
-    w = SimWeb(seed=1, n_sites=1, pages_per_site=2)
-    w.start()
-    yield w
-    w.stop()
+    with SimWeb(seed=1, n_sites=1, pages_per_site=2) as w:  # started and stopped by the context manager
+        yield w
 
 
 def test_peak_rss_stays_bounded_under_bombs_and_huge_bodies(web):

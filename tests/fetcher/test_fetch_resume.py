@@ -21,10 +21,8 @@ HOSTS = ("site0.sim.test", "robotsdelay.sim.test")  # robotsdelay: Crawl-delay 2
 
 @pytest.fixture(scope="module")
 def web():
-    w = SimWeb(seed=5, n_sites=1, pages_per_site=6)
-    w.start()
-    yield w
-    w.stop()
+    with SimWeb(seed=5, n_sites=1, pages_per_site=6) as w:  # started and stopped by the context manager
+        yield w
 
 
 def _items(web):

@@ -30,10 +30,8 @@ SLOW_PATHS = [("/", 9), ("/dead", 8), ("/slow", 7), ("/trickle", 6), ("/hang", 5
 
 @pytest.fixture(scope="module")
 def web():
-    w = SimWeb(seed=42, n_sites=3, pages_per_site=6)
-    w.start()
-    yield w
-    w.stop()
+    with SimWeb(seed=42, n_sites=3, pages_per_site=6) as w:  # started and stopped by the context manager
+        yield w
 
 
 def urls_for(web: SimWeb) -> list[FetchItem]:

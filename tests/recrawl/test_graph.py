@@ -92,10 +92,17 @@ def _disjoint_union(parts):
     return n, edges
 
 
+def _random_graph(n: int = 40, m: int = 70, seed: int = 7) -> tuple[int, list[tuple[int, int]]]:
+    import random
+
+    rng = random.Random(seed)
+    return n, sorted({(rng.randrange(n), rng.randrange(n)) for _ in range(m)})
+
+
 COMPONENT_GRAPHS = [_disjoint_union(_PARTS)]
 
 
-@pytest.mark.parametrize("n,edges", COMPONENT_GRAPHS)
+@pytest.mark.parametrize("n,edges", COMPONENT_GRAPHS + [_random_graph()], ids=["parts", "random"])
 def test_strongly_connected_components_match_networkx(spark, n, edges):
     from recrawl.graph import strongly_connected_components
 
@@ -108,22 +115,6 @@ def test_strongly_connected_components_match_networkx(spark, n, edges):
     assert _partition(labels) == want
     for node, comp in labels.items():  # a component is named by its smallest member
         assert comp == min(next(c for c in want if node in c))
-
-
-def test_strongly_connected_components_random_graph(spark):
-    import random
-
-    from recrawl.graph import strongly_connected_components
-
-    rng = random.Random(7)
-    n = 40
-    edges = sorted({(rng.randrange(n), rng.randrange(n)) for _ in range(70)})
-    labels, res = _components(spark, strongly_connected_components, n, edges)
-    g = nx.DiGraph()
-    g.add_nodes_from(range(n))
-    g.add_edges_from(edges)
-    assert res.unresolved == 0
-    assert _partition(labels) == sorted(sorted(c) for c in nx.strongly_connected_components(g))
 
 
 def test_strongly_connected_components_round_cap_leaves_null(spark):
