@@ -12,8 +12,12 @@ seeds: run the `inject` DAG (`crawler init` + `crawler inject`) once first.
 * **Schedule**: daily at 00:00 UTC (`CronTriggerTimetable`): the run for day D crawls as of D.
   `catchup=False`: days missed while the scheduler was down are *not* crawled automatically;
   backfill them explicitly (UI: *Trigger → Backfill*, or `airflow backfill create`).
-* **One writer at a time**: `max_active_runs=1`, and every task takes the single slot of the
-  `crawl_tables` pool (shared with the inject, pagerank and maintenance DAGs).
+* **Backfill runs stuck in *queued*?** A backfill of a paused DAG waits: unpause this DAG (the
+  toggle above; the Backfill form's "Unpause crawl_cycle on trigger" box does it) and the queued
+  runs start. A backfill then runs alongside the daily run, step by step (see below).
+* **One writer at a time**: `max_active_runs=1` (a backfill counts apart), and every task takes
+  the single slot of the `crawl_tables` pool (shared with the inject, pagerank and maintenance
+  DAGs), so interleaved rounds never write at once.
 * **Params** (trigger form): the round's size (`top_n`, `max_per_host`, `partitions`,
   `time_budget_s`), passed as `crawler --set ...`; `settings` for any other key; `force`.
 * **Timeouts**: `fetch` fails past `time_budget_s + fetch_margin_s`; other steps after an hour.

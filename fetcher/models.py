@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-# fetch_status values of the `fetches` table (DESIGN.md); exactly these strings.
+# fetch_status values of the `fetches` table (docs/design.md); exactly these strings.
 FETCHED = "fetched"
 NOT_MODIFIED = "not_modified"
 REDIRECT = "redirect"
@@ -26,11 +26,12 @@ FETCH_STATUSES = (
     CONNECT_ERROR, TOO_LARGE, FILTERED_TYPE, RETRY_LATER, SKIPPED_BUDGET,
 )
 
-#: Keys of a `fetches` row as produced here (the job adds ``round_id``).
+#: Keys of a `fetches` row as produced here (the job adds ``round_id`` and ``executor_id``).
 FETCH_COLUMNS = (
     "url", "final_url", "fetch_time", "http_status", "fetch_status", "error", "content_type",
     "content_length", "payload_digest", "warc_file", "warc_offset", "warc_length", "etag",
     "last_modified", "duration_ms", "redirect_chain", "truncated", "ip",
+    "warc_record_id", "warc_type", "warc_target_uri", "warc_date",
 )
 
 
@@ -42,6 +43,9 @@ class FetchItem:
     empty string lets the fetcher compute it. ``etag`` / ``last_modified`` are the validators of
     the previous capture (conditional GET); ``prev_payload_digest`` / ``prev_fetch_time`` let an
     unchanged payload be stored as an identical-payload-digest ``revisit`` record.
+    ``prev_record_id`` / ``prev_warc_date`` / ``prev_target_uri`` name the WARC record that
+    holds that payload (its ``WARC-Record-ID``, exact ``WARC-Date`` and ``WARC-Target-URI``,
+    the final URI of a redirect chain): a revisit refers to it.
     """
 
     url: str
@@ -51,6 +55,9 @@ class FetchItem:
     last_modified: str | None = None
     prev_payload_digest: str | None = None
     prev_fetch_time: str | None = None
+    prev_record_id: str | None = None
+    prev_warc_date: str | None = None
+    prev_target_uri: str | None = None
 
 
 @dataclass

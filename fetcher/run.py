@@ -605,8 +605,8 @@ class Fetcher:
         if ex.status is not None:
             row.update(self._write_exchange(ex, status, chain=task.chain, item=item,
                                             error=row.get("error", error)))
-        if status == m.FILTERED_TYPE:
-            row.update(payload_digest=None, content_length=None)
+        # A filtered_type row keeps the digest and length of what its head-only record
+        # stores (an empty payload): row and record agree.
         self._row(task, status, error=row.pop("error", error), exchange=ex, **row)
         return slot
 

@@ -4,7 +4,7 @@ Every politeness key (``scheme://host:port``, or the IP address in per-IP mode) 
 back queue (Heydon & Najork, "Mercator", 1999; Nutch's ``FetchItemQueues``). A queue is in the
 heap only while it has work, is not in flight and is not blocked, keyed by the earliest time its
 next request may start. Workers pop the queue with the smallest time once that time has come,
-which gives the two politeness guarantees of DESIGN.md:
+which gives the two politeness guarantees of docs/design.md:
 
 * at most one request in flight per key (a popped queue is out of the heap until released);
 * the next request starts no sooner than ``delay`` after the previous response *ended*

@@ -11,9 +11,11 @@ Per fetch: ``response`` (or ``revisit``), then ``request`` with ``WARC-Concurren
 response, then a ``metadata`` record (``WARC-Concurrent-To`` the response) with timing and the
 redirect chain. A ``too_large`` fetch (decompression bomb) keeps only request and metadata.
 ``revisit`` records: profile ``server-not-modified`` for a 304 and
-``identical-payload-digest`` when the payload equals the previous capture's. A fetch whose
+``identical-payload-digest`` when the payload equals the previous capture's; both name the
+record holding the payload (``WARC-Refers-To``, ``-Target-URI``, ``-Date``: its id, URI and
+exact WARC-Date, which the crawldb keeps per URL), so replay tools find it. A fetch whose
 content type is filtered out is stored with its head only (``WARC-Truncated: unspecified``):
-every exchange is in the WARC, as DESIGN.md asks, without keeping bodies nobody parses.
+every exchange is in the WARC, as docs/design.md asks, without keeping bodies nobody parses.
 
 Files: each record is its own gzip member (so any record can be read from its offset); a file
 starts with a ``warcinfo`` record and is written as ``<prefix>-<seq>.warc.gz.open``, fsynced and
@@ -62,7 +64,19 @@ PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modif
 PROFILE_IDENTICAL = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 WARC_VERSION = "WARC/1.1"
 
-_builder = WARCWriter(BytesIO(), gzip=False, warc_version=WARC_VERSION)
+
+class _Writer(WARCWriter):
+    """warcio's writer, except that a ``metadata`` record gets no ``WARC-Payload-Digest``.
+
+    In WARC 1.1 a payload is what a block holds inside another format (an HTTP message's
+    entity); a metadata block is plain ``application/warc-fields`` with no payload. warcio
+    adds the field to every record type but ``warcinfo`` and ``revisit``.
+    """
+
+    NO_PAYLOAD_DIGEST_TYPES = ("warcinfo", "revisit", "metadata")
+
+
+_builder = _Writer(BytesIO(), gzip=False, warc_version=WARC_VERSION)
 
 
 class _RawHead(StatusAndHeaders):
@@ -124,17 +138,27 @@ def request_record(uri: str, date: datetime, ip: str, raw_request: bytes, *,
 
 def revisit_record(uri: str, date: datetime, ip: str, head: bytes, *, record_id: str,
                    profile: str, payload_digest: str | None, refers_to_uri: str | None,
-                   refers_to_date: str | None) -> ArcWarcRecord:
-    """A ``revisit`` record: the response head only, pointing at the earlier capture."""
+                   refers_to_date: str | None, refers_to: str | None = None) -> ArcWarcRecord:
+    """A ``revisit`` record: the response head only (or an empty block), pointing at the
+    earlier capture.
+
+    ``refers_to`` / ``refers_to_uri`` / ``refers_to_date`` name the record that holds the
+    payload: its ``WARC-Record-ID``, ``WARC-Target-URI`` and exact ``WARC-Date`` (replay
+    tools look the original up by URI and date). An identical-payload-digest revisit keeps
+    the HTTP head but not the payload, which WARC 1.1 (6.7.2) marks ``WARC-Truncated:
+    length``.
+    """
     extra = {
         "WARC-IP-Address": ip,
         "WARC-Profile": profile,
+        "WARC-Truncated": "length" if profile == PROFILE_IDENTICAL and head else None,
         "WARC-Payload-Digest": payload_digest,
+        "WARC-Refers-To": refers_to,
         "WARC-Refers-To-Target-URI": refers_to_uri,
         "WARC-Refers-To-Date": _as_warc_date(refers_to_date),
     }
     return _builder.create_warc_record(
-        uri, "revisit", http_headers=_RawHead(head),
+        uri, "revisit", http_headers=_RawHead(head) if head else None,
         warc_headers_dict=_headers(uri, date, record_id, extra))
 
 
@@ -190,7 +214,7 @@ class _GzipMember:
 def serialize(record: ArcWarcRecord, level: int) -> bytes:
     """One record as one gzip member."""
     sink = _GzipMember(level)
-    WARCWriter(sink, gzip=False, warc_version=WARC_VERSION).write_record(record)
+    _Writer(sink, gzip=False, warc_version=WARC_VERSION).write_record(record)
     return sink.finish()
 
 

@@ -9,9 +9,10 @@ rounds — and ends with a summary from the Delta tables and the server-side pol
 robots audit. The runs are recorded in the Airflow metadata DB (AIRFLOW_HOME=var/airflow), so
 the UI shows them afterwards. `python -m recrawl.demo` is the quicker in-process variant.
 
-Why `dags test` per day rather than `airflow backfill create`: a backfill needs a running
-scheduler and gives no hook between two days to move the simulated web's clock; `dags test`
-runs one DAG run to completion in the foreground with the same task code (docs/airflow.md).
+Why `dags test` per day rather than a backfill: a backfill gives no hook between two days to
+move the simulated web's clock; `dags test` runs one DAG run to completion in the foreground
+with the same task code. Backfills under the scheduler are tested by
+tests/dags/test_scheduler.py (docs/airflow.md).
 """
 
 from __future__ import annotations
@@ -146,9 +147,8 @@ def audit(log_file: Path, sites: int, pages: int, cfg: Config) -> tuple[int, lis
     return len(log), pv, rv
 
 
-def main(argv: list[str] | None = None) -> int:
-    from recrawl.demo import demo_config
-
+def parser() -> argparse.ArgumentParser:
+    """The demo's command line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", default="var/demo", help="crawl home for the demo (wiped first)")
     ap.add_argument("--rounds", type=int, default=3, help="logical days to crawl")
@@ -157,8 +157,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pages", type=int, default=20)
     ap.add_argument("--time-budget", type=float, default=30.0, help="fetch time budget per task (s)")
     ap.add_argument("--port", type=int, default=0, help="simweb port (0: any free port)")
-    ap.add_argument("--pagerank", action="store_true", help="also run the pagerank DAG at the end")
-    args = ap.parse_args(argv)
+    # PageRank is the design's last step: without it the scores table, the PageRank examples
+    # of docs/analysts.md and the report's PageRank section are empty.
+    ap.add_argument("--no-pagerank", dest="pagerank", action="store_false",
+                    help="skip the pagerank DAG at the end (it runs by default)")
+    ap.add_argument("--pagerank", action="store_true", help=argparse.SUPPRESS)  # the old opt-in
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    from recrawl.demo import demo_config
+
+    args = parser().parse_args(argv)
 
     import shutil
 
@@ -227,9 +237,15 @@ def main(argv: list[str] | None = None) -> int:
     for v in (pv + rv)[:10]:
         print("  ", v)
     rel = os.path.relpath(home, ROOT)
+    from recrawl.replay import build_collection
+
+    coll = build_collection(cfg)
+    print(f"pywb collection: {coll.warcs} WARC files of {coll.rounds} rounds")
     print(f"""
 Tables and WARCs: {rel}/ (config {rel}/recrawl.toml, task logs {rel}/logs/). Query them:
   RECRAWL_CONFIG={rel}/recrawl.toml .venv/bin/crawler sql "SELECT status, count(*) FROM crawldb GROUP BY 1"
+Browse the captures in pywb (http://127.0.0.1:8090/crawl/, the capture calendar per URL):
+  RECRAWL_CONFIG={rel}/recrawl.toml .venv/bin/crawler replay
 Watch and re-run in the Airflow UI (http://127.0.0.1:8080, no login; Ctrl-C stops it):
   .venv/bin/python -m simweb serve --port {port} --seed 42 --sites {args.sites} --pages {args.pages} &
   PATH=$PWD/.venv-airflow/bin:$PATH AIRFLOW_HOME={shlex.quote(os.path.relpath(airflow_home, ROOT))} \\

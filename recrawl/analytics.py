@@ -346,7 +346,9 @@ def _bucket_sql(column: str, edges: Sequence[float], unit: str) -> tuple[str, li
 
 
 def change_rate_distribution(con, edges: Sequence[float] = CHANGE_RATE_EDGES) -> list[dict]:
-    """How often pages change: URLs per change-rate bucket (estimated changes per day).
+    """How often pages change, and how often the schedule revisits them: per change-rate bucket
+    (estimated changes per day), the URLs and the median revisit interval chosen for them
+    (`fetch_interval_s` in days; None for an empty bucket).
 
     Only URLs with an estimate (fetched at least once by the schedule step). Every bucket is
     listed, empty ones with 0, lowest rate first.
@@ -354,12 +356,14 @@ def change_rate_distribution(con, edges: Sequence[float] = CHANGE_RATE_EDGES) ->
     if not has_tables(con, "crawldb"):
         return []
     case, labels = _bucket_sql("change_rate", edges, "/d")
-    counts = dict(con.execute(
-        f"SELECT {case} AS b, count(*) FROM crawldb WHERE change_rate IS NOT NULL GROUP BY b"
-    ).fetchall())
+    rows = {b: (n, med) for b, n, med in con.execute(
+        f"SELECT {case} AS b, count(*), median(fetch_interval_s / 86400.0) FROM crawldb "
+        "WHERE change_rate IS NOT NULL GROUP BY b"
+    ).fetchall()}
     bounds = [None, *edges, None]
     return [
-        {"bucket": label, "low": bounds[i], "high": bounds[i + 1], "urls": counts.get(i, 0)}
+        {"bucket": label, "low": bounds[i], "high": bounds[i + 1],
+         "urls": rows.get(i, (0, None))[0], "median_interval_d": rows.get(i, (0, None))[1]}
         for i, label in enumerate(labels)
     ]
 

@@ -1,4 +1,4 @@
-"""Per-URL change history and its Poisson change-rate estimate (DESIGN.md step 7, "schedule").
+"""Per-URL change history and its Poisson change-rate estimate (docs/design.md step 7, "schedule").
 
 Model (Cho & Garcia-Molina, "Estimating Frequency of Change", ACM TOIT 3(3), 2003): a page
 changes as a Poisson process of rate lambda (changes/day). A crawler does not see changes, only

@@ -20,29 +20,61 @@ STEP_VERBS = ("generate", "fetch", "parse", "dedup", "updatedb", "schedule")
 WRITING_VERBS = ("init", "inject", *STEP_VERBS, "round", "pagerank", "maintenance")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="crawler", description="Nutch-style recrawl on Spark + Delta")
-    p.add_argument("--config", help="TOML file overriding recrawl/defaults.toml")
+def _global_flags(p: argparse.ArgumentParser, after_verb: bool) -> None:
+    """--config, --set and --verbose, accepted before the verb and after it.
+
+    After the verb they land in their own `*_after` attributes (default: absent), merged by
+    `_merge_globals`: a subparser would otherwise overwrite what was given before the verb.
+    """
+    suffix, default = ("_after", argparse.SUPPRESS) if after_verb else ("", None)
+    p.add_argument("--config", dest=f"config{suffix}", default=default,
+                   help="TOML file overriding recrawl/defaults.toml")
     p.add_argument(
-        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        "--set", dest=f"set{suffix}", action="append",
+        default=default if after_verb else [], metavar="SECTION.KEY=VALUE",
         help="override one configuration key (repeatable)",
     )
+    p.add_argument("--verbose", dest=f"verbose{suffix}", action="store_true",
+                   default=default if after_verb else False,
+                   help="show Spark's own output (JVM banner, logs) for sql and status")
+
+
+def _merge_globals(args: argparse.Namespace) -> argparse.Namespace:
+    if getattr(args, "config_after", None):
+        args.config = args.config_after
+    args.set = list(args.set) + list(getattr(args, "set_after", []))
+    args.verbose = args.verbose or getattr(args, "verbose_after", False)
+    for name in ("config_after", "set_after", "verbose_after"):
+        if hasattr(args, name):
+            delattr(args, name)
+    return args
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="crawler", description="Nutch-style recrawl on Spark + Delta")
+    _global_flags(p, after_verb=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_flags(common, after_verb=True)
     sub = p.add_subparsers(dest="verb", required=True)
-    sub.add_parser("init", help="create the crawl database and every contract table (idempotent)")
-    inj = sub.add_parser("inject", help="normalize seed URLs and merge them into crawldb")
+
+    def add(name: str, **kw) -> argparse.ArgumentParser:
+        return sub.add_parser(name, parents=[common], **kw)
+
+    add("init", help="create the crawl database and every contract table (idempotent)")
+    inj = add("inject", help="normalize seed URLs and merge them into crawldb")
     inj.add_argument("seeds", help="file with one URL per line (# comments and blanks allowed)")
     inj.add_argument("--date", help="logical date (default: today, UTC)")
     for verb in STEP_VERBS:
-        sp = sub.add_parser(verb, help=f"run the {verb} step of one round")
+        sp = add(verb, help=f"run the {verb} step of one round")
         _round_args(sp)
-    rnd = sub.add_parser("round", help="run generate, fetch, parse, dedup, updatedb, schedule "
-                                       "(resuming after the last step done)")
+    rnd = add("round", help="run generate, fetch, parse, dedup, updatedb, schedule "
+                            "(resuming after the last step done)")
     _round_args(rnd)
     rnd.add_argument("--redo", action="store_true",
                      help="run every step again, even those the rounds table records as done")
-    pr = sub.add_parser("pagerank", help="compute PageRank over the link graph into scores")
+    pr = add("pagerank", help="compute PageRank over the link graph into scores")
     pr.add_argument("--date", help="logical date (default: today, UTC)")
-    mt = sub.add_parser("maintenance", help="WARC retention, OPTIMIZE (crawldb Z-ordered by host), VACUUM")
+    mt = add("maintenance", help="WARC retention, OPTIMIZE (crawldb Z-ordered by host), VACUUM")
     mt.add_argument("--date", help="logical date WARC ages count from (default: today, UTC)")
     mt.add_argument("--step", action="append", choices=("warc", "optimize", "vacuum"),
                     help="run only this step (repeatable; default: all three)")
@@ -50,20 +82,28 @@ def _parser() -> argparse.ArgumentParser:
                     help="VACUUM retention, at least 168 (Delta's 7-day safety window)")
     mt.add_argument("--warc-retention-days", type=float, default=90.0,
                     help="delete warc/<round> folders of rounds older than this")
-    sql = sub.add_parser("sql", help="run SQL over the crawl tables (Spark, or DuckDB without a JVM)")
-    sql.add_argument("query")
+    sql = add("sql", help="run SQL over the crawl tables (DuckDB without a JVM when it "
+                          "can, Spark for Spark/Delta-only SQL)")
+    sql.add_argument("query", help="one or more statements separated by ';'")
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--limit", type=int, default=100, help="rows to print (table format)")
     sql.add_argument(
-        "--engine", choices=("spark", "duckdb", "auto"), default="spark",
-        help="spark (default; full Spark SQL, time travel, table_changes), duckdb (the fast "
-             "path: current snapshots read with delta-rs, no JVM, ~1 s) or auto (duckdb for a "
-             "plain SELECT on a local crawl home, Spark otherwise or when DuckDB rejects it)",
+        "--engine", choices=("spark", "duckdb", "auto"), default="auto",
+        help="auto (default: DuckDB for queries on a local crawl home, ~1 s, no JVM; Spark for "
+             "Spark/Delta-only SQL such as VERSION AS OF, DESCRIBE HISTORY, table_changes, "
+             "writes, or SQL DuckDB does not know), spark (always; 5-20 s) or duckdb (never "
+             "starts a JVM)",
     )
-    rep = sub.add_parser("report", help="write a self-contained HTML report of the crawl (no JVM)")
+    rep = add("report", help="write a self-contained HTML report of the crawl (no JVM)")
     rep.add_argument("--out", default="crawl-report.html", help="HTML file to write")
     rep.add_argument("--top", type=int, default=15, help="rows in the top-N charts and tables")
-    sub.add_parser("status", help="tables, row counts and the last round")
+    add("status", help="tables, row counts and the last round")
+    rp = add("replay", help="browse the captures in pywb on 127.0.0.1 (collection "
+                     "built from the rounds' WARCs and CDXJ indexes)")
+    rp.add_argument("--port", type=int, default=8090,
+                    help="port on 127.0.0.1 (default 8090; Airflow's UI has 8080)")
+    rp.add_argument("--build-only", action="store_true",
+                    help="bring the pywb collection up to date and exit")
     return p
 
 
@@ -111,8 +151,35 @@ def run_step(spark, cfg: Config, verb: str, round_id: str, logical: dt.datetime)
     return counts
 
 
+def _validate(args: argparse.Namespace, cfg: Config) -> None:
+    """Check every argument before anything is written (the lock file creates the crawl home)
+    or a JVM starts; sets `args.logical` and, for round verbs, `args.round_id`."""
+    from recrawl.rounds import check_round_id, round_id_for
+
+    if hasattr(args, "date"):
+        args.logical = _logical(args.date)
+    if args.verb in (*STEP_VERBS, "round"):
+        args.round_id = check_round_id(args.round_id or round_id_for(cfg, args.logical))
+    if args.verb == "inject":
+        from spark_jobs import inject
+        from spark_jobs.common import norm_rules
+
+        # a wrong or malformed seed file is refused before a JVM starts
+        inject.check_seeds(inject.read_seeds(args.seeds, norm_rules(cfg)), args.seeds)
+    if args.verb == "maintenance":
+        from spark_jobs import maintenance
+
+        maintenance.check_args(tuple(args.step or maintenance.STEPS), args.retain_hours,
+                               args.warc_retention_days)
+    if args.verb in WRITING_VERBS:
+        from recrawl.spark import check_environment
+
+        check_environment(cfg)  # missing Java or jars: said before the crawl home is touched
+
+
 def _cmd(args: argparse.Namespace) -> int:
     cfg = _config(args)
+    _validate(args, cfg)
     if args.verb in WRITING_VERBS:
         from recrawl.lock import crawl_lock
 
@@ -154,22 +221,7 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
         print(f"tables created: {', '.join(new) if new else 'none (all existed)'}")
         return 0
     if args.verb == "sql":
-        from recrawl.sqlshell import run_sql
-
-        if args.engine != "spark":
-            from recrawl import fastsql
-
-            reason = fastsql.fast_path_reason(cfg, args.query) if args.engine == "auto" else None
-            if reason is None:
-                try:
-                    return fastsql.run_sql(cfg, args.query, args.format, args.limit)
-                except fastsql.FastPathError as exc:
-                    if args.engine == "duckdb":
-                        print(f"crawler sql: error: {exc}", file=sys.stderr)
-                        return 2
-                    reason = str(exc)
-            print(f"crawler sql: using Spark ({reason})", file=sys.stderr)
-        return run_sql(get_spark(cfg), cfg, args.query, args.format, args.limit)
+        return _sql(args, cfg)
     if args.verb == "report":
         from recrawl import fastsql, report
 
@@ -180,43 +232,46 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
             return 2
         print(f"report written to {path}")
         return 0
+    if args.verb == "replay":
+        from recrawl import replay
+
+        coll = replay.build_collection(cfg)
+        if args.build_only:
+            print(f"replay: collection {coll.name!r} in {coll.root}: {coll.warcs} WARC files, "
+                  f"{coll.rounds} rounds ({coll.added_rounds} indexes added or updated)")
+            return 0
+        return replay.serve(coll, args.port)
     if args.verb == "status":
         from recrawl.sqlshell import print_status
 
-        return print_status(get_spark(cfg), cfg)
+        return print_status(get_spark(cfg, quiet=not args.verbose), cfg)
     if args.verb == "inject":
         from spark_jobs import inject
-        from spark_jobs.common import norm_rules
 
-        # a wrong or malformed seed file is refused before a JVM starts
-        inject.check_seeds(inject.read_seeds(args.seeds, norm_rules(cfg)), args.seeds)
         spark = get_spark(cfg)
         from recrawl.tables import check_tables
 
         check_tables(spark, cfg, ["crawldb"])
-        counts = inject.run(spark, cfg, args.seeds, _logical(args.date))
+        counts = inject.run(spark, cfg, args.seeds, args.logical)
         _print_counts("inject", counts)
         return 0
     if args.verb == "pagerank":
         from spark_jobs import pagerank
 
-        counts = pagerank.run(get_spark(cfg), cfg, _logical(args.date))
+        counts = pagerank.run(get_spark(cfg), cfg, args.logical)
         _print_counts("pagerank", counts)
         return 0
     if args.verb == "maintenance":
         from spark_jobs import maintenance
 
         counts = maintenance.run(
-            get_spark(cfg), cfg, _logical(args.date), steps=tuple(args.step or maintenance.STEPS),
+            get_spark(cfg), cfg, args.logical, steps=tuple(args.step or maintenance.STEPS),
             retain_hours=args.retain_hours, warc_retention_days=args.warc_retention_days,
         )
         _print_counts("maintenance", counts)
         return 0
     # round steps
-    from recrawl.rounds import check_round_id, round_id_for
-
-    logical = _logical(args.date)
-    round_id = check_round_id(args.round_id or round_id_for(cfg, logical))
+    logical, round_id = args.logical, args.round_id
     spark = get_spark(cfg)
     from recrawl.tables import check_tables
 
@@ -236,6 +291,58 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def _sql(args: argparse.Namespace, cfg: Config) -> int:
+    """`crawler sql`: DuckDB when it can answer (auto, duckdb), Spark otherwise (auto, spark)."""
+    from recrawl import fastsql
+
+    if not fastsql.split_statements(args.query):
+        print("crawler sql: error: no SQL statement given", file=sys.stderr)
+        return 2
+    if args.engine != "spark":
+        reason = fastsql.fast_path_reason(cfg, args.query) if args.engine == "auto" else None
+        if reason is None:
+            try:
+                return fastsql.run_sql(cfg, args.query, args.format, args.limit)
+            except fastsql.NeedsSpark as exc:
+                if args.engine == "duckdb":
+                    if str(exc).startswith("DuckDB:"):  # syntax or a function DuckDB lacks
+                        msg = f"{exc} (if this is Spark SQL, run it with --engine spark)"
+                    else:
+                        msg = f"{exc}: run it with --engine spark (or the default, auto)"
+                    print(f"crawler sql: error: {msg}", file=sys.stderr)
+                    return 2
+                reason = str(exc)
+            except fastsql.FastPathError as exc:
+                print(f"crawler sql: error: {exc}", file=sys.stderr)
+                return 2
+        print(f"crawler sql: using Spark ({reason})", file=sys.stderr)
+    from recrawl.spark import get_spark
+    from recrawl.sqlshell import run_sql
+
+    return run_sql(get_spark(cfg, quiet=not args.verbose), cfg, args.query, args.format,
+                   args.limit)
+
+
+def _spark_error_line(exc: BaseException) -> str | None:
+    """One line for an error raised by Spark SQL (error class and message), None when `exc`
+    did not come from Spark. Only the SQL-running verbs call this: elsewhere such an error is
+    a bug whose stack trace is wanted."""
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark.errors import PySparkException
+
+    if isinstance(exc, PySparkException):
+        text = str(exc).strip()
+        cond = exc.getCondition() if hasattr(exc, "getCondition") else None
+        first = text.splitlines()[0] if text else type(exc).__name__
+        return first if not cond or first.startswith(f"[{cond}]") else f"[{cond}] {first}"
+    if type(exc).__name__ == "Py4JJavaError":  # a Java error Spark did not classify
+        java = getattr(exc, "java_exception", None)
+        text = str(java).strip() if java is not None else str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+    return None
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from recrawl.lock import LockHeld
     from recrawl.rounds import BadInput
@@ -243,11 +350,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from recrawl.tables import SchemaMismatch
 
     return (ConfigError, EnvironmentProblem, SchemaMismatch, BadInput, FileNotFoundError,
-            LockHeld)
+            LockHeld, ValueError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _merge_globals(_parser().parse_args(argv))
     try:
         return _cmd(args)
     except _user_errors() as exc:
@@ -257,11 +364,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"crawler {args.verb}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
-        # Spark's AnalysisException (bad SQL, missing table) is a user error too.
+        # Spark SQL errors (bad SQL, missing table, a failing cast) are user errors too.
+        line = _spark_error_line(exc) if args.verb in ("sql", "status") else None
         name = type(exc).__name__
-        if name in ("AnalysisException", "ParseException", "PySparkException"):
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else name
-            print(f"crawler {args.verb}: error: {first}", file=sys.stderr)
+        if line is None and name in ("AnalysisException", "ParseException"):
+            line = str(exc).strip().splitlines()[0] if str(exc).strip() else name
+        if line is not None:
+            print(f"crawler {args.verb}: error: {line}", file=sys.stderr)
             return 2
         raise
 

@@ -24,7 +24,11 @@ class ConfigError(ValueError):
 
 
 def _defaults() -> dict[str, dict[str, Any]]:
-    text = (Path(__file__).with_name("defaults.toml")).read_text(encoding="utf-8")
+    # Through importlib.resources: also readable when recrawl is imported from the code zip
+    # that a cluster driver ships with spark.submit.pyFiles (recrawl/cluster.py).
+    from importlib.resources import files
+
+    text = files("recrawl").joinpath("defaults.toml").read_text(encoding="utf-8")
     return tomllib.loads(text)
 
 

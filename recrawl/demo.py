@@ -72,14 +72,23 @@ def summary(spark, cfg: Config) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The demo's command line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", default="var/demo", help="crawl home for the demo (wiped first)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--start", default="2026-11-01", help="logical date of the first round")
     ap.add_argument("--sites", type=int, default=12)
     ap.add_argument("--pages", type=int, default=25)
-    args = ap.parse_args(argv)
+    # PageRank is the design's last step: without it the scores table, the PageRank examples
+    # of docs/analysts.md and the report's PageRank section are empty.
+    ap.add_argument("--no-pagerank", dest="pagerank", action="store_false",
+                    help="skip PageRank after the last round (it runs by default)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
 
     import shutil
 
@@ -113,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
             for step in STEPS:
                 counts = run_step(spark, cfg, step, rid, logical)
                 print(f"  {step} {rid}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
+        if args.pagerank and args.rounds:
+            from spark_jobs import pagerank
+
+            counts = pagerank.run(spark, cfg, logical)
+            print("pagerank: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
         print()
         for line in summary(spark, cfg):
             print(line)
@@ -127,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
             print("  ", v)
         print(f"tables and WARCs under {home}; try: RECRAWL_CRAWL__HOME={home} "
               f".venv/bin/crawler sql \"SELECT status, count(*) FROM crawl.crawldb GROUP BY 1\"")
+        from recrawl.replay import build_collection
+
+        coll = build_collection(cfg)
+        print(f"pywb collection: {coll.warcs} WARC files of {coll.rounds} rounds; browse them: "
+              f"RECRAWL_CRAWL__HOME={home} .venv/bin/crawler replay")
         return 1 if pv or rv else 0
     finally:
         web.stop()

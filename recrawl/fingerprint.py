@@ -1,6 +1,6 @@
 """Content fingerprints: exact hashes, 64-bit SimHash, and the block keys of the near-dup join.
 
-Owns the pure, per-record logic of the dedup step (DESIGN.md step 5): the parse job calls
+Owns the pure, per-record logic of the dedup step (docs/design.md step 5): the parse job calls
 `text_hash` / `simhash64` per page, the dedup job explodes `block_keys` and joins on them, and
 `bucket_pairs` is the kernel it runs inside one join bucket. No Spark import here.
 

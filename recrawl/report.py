@@ -73,6 +73,7 @@ def bar_chart(
     unit: str = "",
     integer: bool = True,
     width: int = 760,
+    why: str = "",
 ) -> str:
     """An SVG bar chart (vertical or horizontal; stacked or grouped) with a legend.
 
@@ -84,13 +85,15 @@ def bar_chart(
         horizontal: bars grow to the right, categories down the left (long labels: hosts).
         unit: appended to tooltip values.
         integer: the values are counts (whole-number axis ticks).
+        why: trusted HTML shown when there is nothing to draw: why, and what to run.
     Returns:
         HTML for a <figure> holding the <svg> and its legend, or an empty-state note.
     """
     cats = [str(c) for c in categories]
     values = [[float(v or 0) for v in vals] for _, vals in series]
     if not cats or not series or not any(any(v) for v in values):
-        return f'<figure class="chart empty" id="{esc(chart_id)}"><p>No data yet.</p></figure>'
+        note = f"No data yet. {why}" if why else "No data yet."
+        return f'<figure class="chart empty" id="{esc(chart_id)}"><p>{note}</p></figure>'
     totals = [sum(col) for col in zip(*values, strict=True)] if stacked else \
         [max(col) for col in zip(*values, strict=True)]
     top, step = _nice_max(max(totals), integer)
@@ -200,10 +203,12 @@ def _rect(series: str, category: str, value: float, unit: str, x, y, w, h, i: in
             f'{esc(series)}: {esc(shown)}{esc(unit)}</title></rect>')
 
 
-def table(records: list[dict], columns: Sequence[tuple[str, str]], table_id: str = "") -> str:
-    """An HTML table of `records` showing `columns` ((key, heading) pairs)."""
+def table(records: list[dict], columns: Sequence[tuple[str, str]], table_id: str = "",
+          why: str = "") -> str:
+    """An HTML table of `records` showing `columns` ((key, heading) pairs); when there are none,
+    "No rows." and `why` (trusted HTML: why the table is empty, and what to run)."""
     if not records:
-        return '<p class="empty">No rows.</p>'
+        return f'<p class="empty">No rows. {why}</p>' if why else '<p class="empty">No rows.</p>'
     head = "".join(f"<th>{esc(h)}</th>" for _, h in columns)
     body = []
     for r in records:
@@ -224,6 +229,22 @@ def _section(sid: str, title: str, intro: str, *body: str) -> str:
 
 def _details(summary: str, content: str) -> str:
     return f"<details><summary>{esc(summary)}</summary>{content}</details>"
+
+
+# Why a section is empty and what to run (shown in place of the chart or table).
+_NO_ROUND = ("No round has run yet: <code>crawler init</code>, <code>crawler inject SEEDS</code>, "
+             "then <code>crawler round --date DATE</code>.")
+_NO_FETCH = "No fetch yet: run a round (<code>crawler round --date DATE</code>)."
+_NO_URLS = "crawldb is empty: run <code>crawler inject SEEDS</code> (after <code>crawler init</code>)."
+_NO_DUPS = ("No duplicates found: no fetched page had the same or nearly the same content as "
+            "another (the dedup step of each round looks for them).")
+_NO_PUSHBACK = ("No host pushed back: no <code>retry_later</code> fetch (429/503 or a long "
+                "Crawl-delay) and no back-off recorded.")
+_NO_RATES = ("No change-rate estimate yet: the schedule step estimates a URL's rate once it has "
+             "been fetched in two rounds (run more rounds).")
+_NO_SCORES = ("No PageRank scores yet: run <code>crawler pagerank</code> after a round (the "
+              "demo runs it last unless <code>--no-pagerank</code>; Airflow's "
+              "<code>pagerank</code> DAG runs it when a round's crawldb is final).")
 
 
 def build_report(con, *, title: str = "Crawl report", home: str = "", top: int = 15,
@@ -264,7 +285,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         bar_chart("chart-rounds", rids, [("generated", [r["generated"] for r in rounds]),
                                          ("fetched", [r["fetched"] for r in rounds]),
                                          ("new URLs", [r["new_urls"] for r in rounds])],
-                  stacked=False),
+                  stacked=False, why=_NO_ROUND),
         _details("numbers", table(rounds, [("round_id", "round"), ("logical_date", "logical date"),
                                            ("started_at", "started"), ("duration_s", "duration s"),
                                            ("generated", "generated"), ("fetched", "fetched"),
@@ -277,7 +298,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         "fetch-status", "Fetch statuses per round",
         "What every fetch attempt ended as. <code>retry_later</code> is a host pushing back "
         "(429/503 or a Crawl-delay above the limit); <code>skipped_budget</code> ran out of time.",
-        bar_chart("chart-fetch-status", cats, series),
+        bar_chart("chart-fetch-status", cats, series, why=_NO_FETCH),
         _details("numbers", table(status_rows, [("round_id", "round"), ("fetch_status", "status"),
                                                 ("n", "fetches")])),
     ))
@@ -287,7 +308,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         "the round). Politeness, not bandwidth, bounds it: see the capacity table below.",
         bar_chart("chart-throughput", [r["round_id"] for r in thr],
                   [("pages/s", [r["pages_per_s"] for r in thr])], unit=" pages/s",
-                  integer=False),
+                  integer=False, why=_NO_FETCH),
         _details("numbers", table(thr, [("round_id", "round"), ("attempts", "attempts"),
                                         ("fetched", "fetched"), ("seconds", "seconds"),
                                         ("pages_per_s", "pages/s"),
@@ -300,7 +321,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         "last fetch, and pages unchanged (304, same payload, or a trivial SimHash change).",
         bar_chart("chart-changes", [r["round_id"] for r in nvc],
                   [("new", [r["new"] for r in nvc]), ("changed", [r["changed"] for r in nvc]),
-                   ("unchanged", [r["unchanged"] for r in nvc])]),
+                   ("unchanged", [r["unchanged"] for r in nvc])], why=_NO_FETCH),
         _details("numbers", table(nvc, [("round_id", "round"), ("new", "new"),
                                         ("changed", "changed"), ("unchanged", "unchanged"),
                                         ("discovered", "URLs discovered")])),
@@ -310,10 +331,10 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         "duplicates", "Duplicates",
         "URLs found to duplicate another page in each round: exact (same content hash) and "
         "near (SimHash within the configured Hamming distance). Biggest clusters below.",
-        bar_chart("chart-duplicates", dcats, dseries),
+        bar_chart("chart-duplicates", dcats, dseries, why=_NO_DUPS),
         table(clusters, [("canonical_url", "kept URL"), ("duplicates", "duplicates"),
                          ("exact", "exact"), ("near", "near"), ("max_distance", "max distance"),
-                         ("examples", "examples")], "table-clusters"),
+                         ("examples", "examples")], "table-clusters", why=_NO_DUPS),
     ))
     sections.append(_section(
         "hosts", "Top hosts",
@@ -321,7 +342,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         bar_chart("chart-hosts", [h["host"] for h in hosts],
                   [("fetched", [h["fetched"] for h in hosts]),
                    ("unfetched", [h["unfetched"] for h in hosts]),
-                   ("other", [h["other"] for h in hosts])], horizontal=True),
+                   ("other", [h["other"] for h in hosts])], horizontal=True, why=_NO_URLS),
         _details("numbers", table(hosts, [("host", "host"), ("urls", "URLs"), ("fetched", "fetched"),
                                           ("unfetched", "unfetched"), ("other", "other"),
                                           ("host_rank", "host rank"), ("trap", "trap")])),
@@ -329,7 +350,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
     mcats, mseries = analytics.pivot(mix, "host", "fetch_status", "n", analytics.FETCH_STATUSES)
     sections.append(_section(
         "status-mix", "Fetch status mix per host", "All rounds, the same hosts' fetch attempts.",
-        bar_chart("chart-status-mix", mcats, mseries, horizontal=True),
+        bar_chart("chart-status-mix", mcats, mseries, horizontal=True, why=_NO_FETCH),
     ))
     sections.append(_section(
         "politeness", "Politeness back-offs",
@@ -337,16 +358,17 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         "with the back-off window (wall clock; <em>active</em> at report time), consecutive "
         "failures and the robots.txt Crawl-delay.",
         bar_chart("chart-backoffs", [r["round_id"] for r in deferred],
-                  [("retry_later", [r["retry_later"] for r in deferred])]),
+                  [("retry_later", [r["retry_later"] for r in deferred])], why=_NO_PUSHBACK),
         table(backoffs, [("host", "host"), ("retry_later", "retry_later"),
                          ("rounds_deferred", "rounds deferred"), ("backoff_until", "back-off until"),
                          ("active", "active"), ("consecutive_failures", "consecutive failures"),
                          ("failures", "failed fetches"), ("crawl_delay", "Crawl-delay s")],
-              "table-backoffs"),
+              "table-backoffs", why=_NO_PUSHBACK),
         _details("politeness capacity per host (pages/day = 86400 / delay)",
                  table(capacity[:top], [("host", "host"), ("urls", "URLs"),
                                         ("crawl_delay", "Crawl-delay s"), ("delay_s", "delay s"),
-                                        ("max_pages_per_day", "max pages/day")])),
+                                        ("max_pages_per_day", "max pages/day")],
+                       why=_NO_URLS)),
     ))
     sections.append(_section(
         "change-rate", "Change rate and freshness",
@@ -354,16 +376,21 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         "the stored copies at the last round's logical date.",
         "<h3>URLs by estimated change rate (changes per day)</h3>",
         bar_chart("chart-change-rate", [r["bucket"] for r in rates],
-                  [("URLs", [r["urls"] for r in rates])]),
+                  [("URLs", [r["urls"] for r in rates])], why=_NO_RATES),
+        _details("numbers: URLs and the revisit interval the schedule chose, per rate bucket",
+                 table(rates, [("bucket", "estimated rate"), ("urls", "URLs"),
+                               ("median_interval_d", "median revisit interval, days")],
+                       "table-change-rate")),
         "<h3>Age of the stored copy; overdue = due before the last round</h3>",
         bar_chart("chart-freshness", [r["bucket"] for r in fresh],
                   [("URLs", [r["urls"] for r in fresh]), ("overdue", [r["overdue"] for r in fresh])],
-                  stacked=False),
+                  stacked=False, why=_NO_URLS),
     ))
     sections.append(_section(
         "pagerank", "Top pages by PageRank", "From the last <code>crawler pagerank</code> run.",
         table(ranks, [("url", "URL"), ("title", "title"), ("pagerank", "PageRank"),
-                      ("inlinks", "in-links"), ("status", "status")], "table-pagerank"),
+                      ("inlinks", "in-links"), ("status", "status")], "table-pagerank",
+              why=_NO_SCORES),
     ))
     generated = now.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return _PAGE.format(

@@ -1,6 +1,6 @@
 """The table contract: every Delta table's schema, declared once.
 
-Names and columns follow ../shared/DESIGN.md ("Table contract"). Columns may be added; renaming
+Names and columns follow docs/design.md ("Table contract"). Columns may be added; renaming
 or removing one is a breaking change announced in docs/tables.md. Jobs build DataFrames with
 these schemas and `crawler init` creates the tables from them; a test checks that what Delta
 stores equals what is declared here.
@@ -74,6 +74,12 @@ CRAWLDB = _schema(
     ("change_history", HISTORY),
     ("parse_failures", I),
     ("inlink_score", D),
+    # The WARC record holding payload_digest's payload (a `response`): its WARC-Record-ID,
+    # exact WARC-Date and WARC-Target-URI (a redirect chain's final URI). Revisit records of
+    # later fetches refer to it (WARC-Refers-To, -Date, -Target-URI).
+    ("payload_record_id", S),
+    ("payload_warc_date", S),
+    ("payload_target_uri", S),
 )
 
 FETCH_LIST = _schema(
@@ -87,6 +93,9 @@ FETCH_LIST = _schema(
     ("depth", I),
     ("payload_digest", S),
     ("last_fetch_time", T),
+    ("payload_record_id", S),
+    ("payload_warc_date", S),
+    ("payload_target_uri", S),
 )
 
 FETCHES = _schema(
@@ -109,6 +118,16 @@ FETCHES = _schema(
     ("redirect_chain", ArrayType(S, True)),
     ("truncated", B),
     ("ip", S),
+    # The record warc_file/offset points at: its WARC-Record-ID, WARC-Type (response /
+    # revisit), WARC-Target-URI (the last hop requested; for a cut-short redirect chain
+    # neither url nor final_url) and WARC-Date as written (docs/tables.md).
+    ("warc_record_id", S),
+    ("warc_type", S),
+    ("warc_target_uri", S),
+    ("warc_date", S),
+    # The Spark executor whose task fetched the URL ("driver" in local mode): which process
+    # held the host's politeness queue (recrawl.cluster.executor_id).
+    ("executor_id", S),
 )
 
 PAGES = _schema(
@@ -127,6 +146,40 @@ PAGES = _schema(
     ("payload_digest", S),
     ("outlink_count", I),
     ("parse_error", S),  # set when the parser failed; such rows carry no text
+    ("charset", S),  # the codec the HTML was decoded with (recrawl.parsing.decode_html)
+    ("mime_detected", S),  # the type the payload's bytes show (recrawl.captures.sniff_mime)
+)
+
+# One row per capture (a `response` or `revisit` record) of a round, with the columns of
+# Common Crawl's columnar URL index (docs/analysts.md). Partitioned by the capture's UTC date
+# and the round: "all captures of a host in a month" reads only that month's folders.
+CAPTURES = _schema(
+    ("url_surtkey", S),
+    ("url", S, False),  # the captured URI (WARC-Target-URI)
+    ("url_host_name", S),
+    ("url_host_tld", S),
+    ("url_host_registered_domain", S),
+    ("url_protocol", S),
+    ("url_port", I),
+    ("url_path", S),
+    ("url_query", S),
+    ("fetch_time", T),
+    ("fetch_status", I),  # HTTP status (304 for a server-not-modified revisit)
+    ("crawl_status", S),  # fetches.fetch_status
+    ("content_digest", S),
+    ("content_mime_type", S),  # declared: Content-Type without parameters
+    ("content_mime_detected", S),
+    ("content_charset", S),
+    ("content_languages", S),
+    ("content_truncated", S),  # WARC-Truncated of the payload's record, if cut short
+    ("warc_filename", S),  # path of the WARC file (base name = pywb's / the CDXJ's filename)
+    ("warc_record_offset", L),
+    ("warc_record_length", L),
+    ("warc_record_id", S),
+    ("warc_type", S),
+    ("fetch_url", S),  # the fetch-list URL this capture belongs to (fetches.url)
+    ("fetch_date", DateType()),
+    ("round_id", S, False),
 )
 
 LINKS = _schema(
@@ -205,6 +258,8 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("crawldb", CRAWLDB, (), "one row per known (normalized) URL"),
         TableSpec("fetch_list", FETCH_LIST, ("round_id",), "URLs generated in a round"),
         TableSpec("fetches", FETCHES, ("round_id",), "fetch attempt in a round"),
+        TableSpec("captures", CAPTURES, ("fetch_date", "round_id"),
+                  "WARC capture (response / revisit) with URL-index columns"),
         TableSpec("pages", PAGES, ("round_id",), "parsed page in a round"),
         TableSpec("links", LINKS, ("round_id",), "latest outlinks of fetched pages"),
         TableSpec("duplicates", DUPLICATES, ("round_id",), "URL found duplicate in a round"),
@@ -223,3 +278,7 @@ CRAWLDB_STATUSES = (
     "unfetched", "fetched", "gone", "redirect_temp", "redirect_perm", "robots_denied", "failed",
     "duplicate", "trap",
 )
+# links.kind: where parse found the link (recrawl.parsing.OUTLINK_KINDS) — all but "redirect":
+# redirect targets go from fetches.final_url to crawldb, never through links.
+LINK_KINDS = ("a", "area", "frame", "canonical", "refresh", "sitemap")
+DUPLICATE_KINDS = ("exact", "near")  # duplicates.kind: same content hash / SimHash neighbour

@@ -103,12 +103,36 @@ def find_s3a_jars(cfg: Config) -> list[str]:
             n.startswith("bundle-") for n in names):
         raise EnvironmentProblem(
             f"the crawl uses S3 but the s3a jars (hadoop-aws, AWS SDK bundle) are missing in "
-            f"{jars_dir}: {SETUP_HINT}")
+            f"{jars_dir}: run `bash scripts/setup.sh --s3a` (or RECRAWL_S3A=1; ~640 MB, once)")
     return jars
 
 
+def submitted_master() -> str | None:
+    """The master of the spark-submit that launched this driver; None when we start the JVM.
+
+    spark-submit starts the JVM first and hands its gateway to Python (PYSPARK_GATEWAY_PORT):
+    then its --master, --archives, --py-files and --jars rule, not recrawl's configuration.
+    """
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return None
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; SparkConf() alone would not
+    return SparkConf(_jvm=SparkContext._jvm).get("spark.master", None)
+
+
 def check_environment(cfg: Config) -> list[str]:
-    """Validate Java and jars before starting a JVM; returns the jar list."""
+    """Validate Java, jars and (for a non-local master) the crawl home and the executors'
+    environment archive before starting a JVM; returns the jar list."""
+    from recrawl.cluster import check_shared_home, is_local, python_archive
+
+    submitted = submitted_master()
+    if submitted:  # the JVM runs already, with spark-submit's jars
+        check_shared_home(cfg.with_overrides({"spark.master": submitted}, "spark-submit"))
+        return []
+    check_shared_home(cfg)
+    if not is_local(str(cfg.get("spark.master"))):
+        python_archive(cfg)
     major = java_version()
     if major < MIN_JAVA:
         raise EnvironmentProblem(
@@ -117,18 +141,69 @@ def check_environment(cfg: Config) -> list[str]:
     return find_jars(cfg)
 
 
-def get_spark(cfg: Config, app_name: str | None = None):
-    """Create (or return the running) SparkSession configured for Delta."""
+def quiet_spark_logs() -> None:
+    """Silence PySpark's Python-side error loggers.
+
+    PySpark logs every SQL error (with the whole Java stack trace, as one JSON line) before
+    raising it; `crawler sql` reports the error itself in one line.
+    """
+    import logging
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logging.getLogger(name).disabled = True
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+
+
+def _capture_jvm_stderr():
+    """Point file descriptor 2 at a log file while the JVM starts, so that the JVM (and
+    everything it spawns) writes its banner and log4j output there for its whole life.
+
+    Returns a function that restores our stderr and returns the log file's path.
+    """
+    import atexit
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="recrawl-jvm-", suffix=".log")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    os.close(fd)
+    atexit.register(lambda: Path(path).unlink(missing_ok=True))
+
+    def restore() -> str:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        return path
+
+    return restore
+
+
+def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
+    """Create (or return the running) SparkSession configured for Delta.
+
+    `quiet` (the read-only verbs, unless --verbose): the JVM's stderr (start-up banner, log4j
+    output) goes to a temporary log file instead of the terminal, and PySpark's error loggers
+    are off, so that the caller's one-line messages are all a user sees.
+    """
     jars = check_environment(cfg)
     from pyspark.sql import SparkSession  # heavy import kept out of module import time
 
+    submitted = submitted_master()
+    builder = SparkSession.builder.appName(app_name or cfg.get("spark.app_name"))
+    if submitted:
+        cfg = cfg.with_overrides({"spark.master": submitted}, "spark-submit")
+    else:
+        builder = builder.master(cfg.get("spark.master")).config("spark.jars", ",".join(jars))
     builder = (
-        SparkSession.builder.master(cfg.get("spark.master"))
-        .appName(app_name or cfg.get("spark.app_name"))
-        .config("spark.jars", ",".join(jars))
-        .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+        builder.config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
         .config("spark.sql.shuffle.partitions", str(cfg.get("spark.shuffle_partitions")))
+        # Delta's VACUUM lists a table's folders in a job of this many tasks (Spark's default
+        # 10,000: minutes of empty tasks per table on a small crawl); the shuffle width is
+        # the operator's parallelism knob already.
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism",
+                str(cfg.get("spark.shuffle_partitions")))
         .config("spark.driver.memory", cfg.get("spark.driver_memory"))
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -138,27 +213,59 @@ def get_spark(cfg: Config, app_name: str | None = None):
         # Python workers are reused across tasks; fetch tasks are long, keep them alive.
         .config("spark.python.worker.reuse", "true")
     )
-    if cfg.get("spark.master").startswith("local"):
-        # Local mode talks to itself only: bind the driver to loopback, never to the LAN.
+    from recrawl.cluster import cluster_settings, is_local, is_loopback
+
+    master = str(cfg.get("spark.master"))
+    if is_local(master) or is_loopback(master):
+        # Local mode and a loopback cluster talk to this machine only: bind the driver to
+        # loopback, never to the LAN.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1")
+    if is_local(master) and not submitted:
         # Python workers must run this interpreter (the project's venv), not whatever
         # `python3` is first on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = (
-            builder.config("spark.ui.enabled", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-        )
+        builder = builder.config("spark.ui.enabled", "false")
+    elif not submitted:  # (under spark-submit, its --archives and --py-files did this)
+        # Any other master: the executors get the environment archive and the project's code
+        # (recrawl/cluster.py); the zip lives as long as this process.
+        import atexit
+        import tempfile
+
+        work = tempfile.mkdtemp(prefix="recrawl-submit-")
+        atexit.register(shutil.rmtree, work, True)
+        conf, env = cluster_settings(cfg, work)
+        os.environ.update(env)
+        for key, value in conf.items():
+            builder = builder.config(key, value)
     extra = {k: str(v) for k, v in cfg.get("spark.extra").items()}
     if uses_s3(cfg):
-        s3a_cp = os.pathsep.join(find_s3a_jars(cfg))
-        for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
-            extra[key] = f"{extra[key]}{os.pathsep}{s3a_cp}" if extra.get(key) else s3a_cp
+        if not submitted:  # (spark-submit's command line puts them on its class path)
+            s3a_cp = os.pathsep.join(find_s3a_jars(cfg))
+            for key in ("spark.driver.extraClassPath", "spark.executor.extraClassPath"):
+                extra[key] = f"{extra[key]}{os.pathsep}{s3a_cp}" if extra.get(key) else s3a_cp
         # Hadoop has no s3:// filesystem of its own: let s3:// mean s3a.
         extra.setdefault("spark.hadoop.fs.s3.impl", "org.apache.hadoop.fs.s3a.S3AFileSystem")
     for key, value in extra.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if quiet:
+        quiet_spark_logs()
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is None:  # a JVM to start: capture its stderr
+            restore = _capture_jvm_stderr()
+            try:
+                spark = builder.getOrCreate()
+            except BaseException:
+                log = restore()
+                sys.stderr.write(Path(log).read_text(errors="replace")[-4000:])
+                raise
+            restore()
+        else:
+            spark = builder.getOrCreate()
+    else:
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
     if proc is not None:

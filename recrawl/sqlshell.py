@@ -71,14 +71,25 @@ def emit(columns: list[str], rows: Iterable[Sequence], fmt: str = "table", limit
                              ensure_ascii=False), file=out)
 
 
-def run_sql(spark, cfg: Config, query: str, fmt: str = "table", limit: int = 100) -> int:
+def run_sql(spark, cfg: Config, query: str, fmt: str = "table", limit: int = 100,
+            out=None) -> int:
+    """`crawler sql` on Spark: run every statement of `query` in order, printing each answer
+    (a blank line between answers in table and csv format, as on the DuckDB path)."""
+    from recrawl.fastsql import split_statements
     from recrawl.tables import register_tables
 
+    statements = split_statements(query)
+    if not statements:
+        raise ValueError("no SQL statement given")
+    out = out or sys.stdout
     register_tables(spark, cfg)
     spark.catalog.setCurrentDatabase(cfg.get("crawl.database"))
-    df = spark.sql(query)
-    rows = df.limit(limit + 1).collect() if fmt == "table" else df.toLocalIterator()
-    emit(df.columns, rows, fmt, limit)
+    for i, statement in enumerate(statements):
+        df = spark.sql(statement)
+        rows = df.limit(limit + 1).collect() if fmt == "table" else df.toLocalIterator()
+        if i and fmt != "json":
+            print(file=out)
+        emit(df.columns, rows, fmt, limit, out=out)
     return 0
 
 

@@ -35,7 +35,7 @@ CANDIDATE_FIELDS: tuple[str, ...] = ("url", "score", "first_seen", "fetch_time")
 #                the long-known URL keeps its history and links stable.
 #   fetch_time - latest wins: Nutch's "fetchTime" criterion (keep the freshest capture).
 # A final, always-present tie-break on the URL string makes the choice deterministic, so
-# re-running dedup for a round picks the same survivor (idempotency, DESIGN.md).
+# re-running dedup for a round picks the same survivor (idempotency, docs/design.md).
 _DESCENDING = {
     "score": True,
     "https": True,

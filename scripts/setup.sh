@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
 # Sets up everything the project needs on a fresh machine, idempotently:
 #   .venv             Python 3.11 virtualenv with the pinned packages (constraints.txt)
-#   .cache/jars       Delta Lake and s3a jars from Maven Central (pom.xml, scripts/fetch_jars.sh)
+#   .cache/jars       Delta Lake jars from Maven Central (pom.xml, scripts/fetch_jars.sh), and
+#                     with --s3a or RECRAWL_S3A=1 the s3a jars (hadoop-aws + the ~640 MB AWS SDK
+#                     bundle) an s3a:// crawl home needs
+#   .cache/cluster-env  only with --cluster or RECRAWL_CLUSTER=1: the executors' environment
+#                     archive for a Spark cluster (scripts/pack_env.sh, docs/cluster.md)
 # Re-running is cheap: each part is skipped when its inputs have not changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+CLUSTER=${RECRAWL_CLUSTER:-0}
+S3A=${RECRAWL_S3A:-0}
+for arg in "$@"; do
+  case $arg in
+    --cluster) CLUSTER=1 ;;
+    --s3a) S3A=1 ;;
+    *) echo "setup: unknown option $arg (known: --cluster, --s3a)" >&2; exit 2 ;;
+  esac
+done
 ROOT=$PWD
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null 2>&1 || PY=python3
@@ -34,12 +47,19 @@ if [ ! -x .venv/bin/python ] || [ "$(cat $stamp_py 2>/dev/null)" != "$want_py" ]
 fi
 
 stamp_jars=.cache/jars.stamp
-# The stamp covers the pom and the copy step's filter: a change to either refetches.
-want_jars=$(cat pom.xml scripts/fetch_jars.sh | sha1sum | cut -c1-16)
+# The stamp covers the pom, the copy step's filter and the s3a choice: a change to any refetches.
+want_jars=$(cat pom.xml scripts/fetch_jars.sh | sha1sum | cut -c1-16)-s3a$S3A
 if [ ! -d .cache/jars ] || [ "$(cat $stamp_jars 2>/dev/null)" != "$want_jars" ]; then
-  echo "setup: fetching Delta and s3a jars from Maven Central into .cache/jars (~660 MB, once)"
+  if [ "$S3A" = 1 ]; then
+    echo "setup: fetching Delta and s3a jars from Maven Central into .cache/jars (~660 MB, once)"
+  else
+    echo "setup: fetching Delta jars from Maven Central into .cache/jars (~13 MB; the s3a jars: --s3a)"
+  fi
   rm -rf .cache/jars
-  bash scripts/fetch_jars.sh "$ROOT/.cache/jars"
+  RECRAWL_S3A=$S3A bash scripts/fetch_jars.sh "$ROOT/.cache/jars"
   echo "$want_jars" > $stamp_jars
+fi
+if [ "$CLUSTER" = 1 ]; then
+  bash scripts/pack_env.sh
 fi
 echo "setup: ready (.venv, $(ls .cache/jars | wc -l) jars in .cache/jars)"

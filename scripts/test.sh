@@ -3,9 +3,13 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/fetcher -k robots`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+# --s3a: the s3a tests need hadoop-aws and the AWS SDK bundle; --cluster: the cluster test
+# (tests/spark_jobs/test_cluster.py) ships the executors' environment archive.
+bash scripts/setup.sh --s3a --cluster
 # Airflow's own virtualenv: the DAG tests (tests/dags) call it by subprocess.
 bash scripts/setup_airflow.sh
+# pywb's own virtualenv: the replay tests (tests/spark_jobs/test_replay.py) run it.
+bash scripts/setup_pywb.sh
 # Debian packages two tests need: chromium renders `crawler report` (tests/recrawl/test_report.py);
 # docker-compose validates docker-compose.yml where the docker client lacks the compose plugin
 # (tests/test_compose.py). Installed only when missing; without them those tests skip locally and
@@ -22,4 +26,11 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 .venv/bin/ruff check .
 # Benchmarks and long scale runs are marked slow and stay out of the default run.
-exec .venv/bin/python -m pytest -m "not slow" -p no:cacheprovider "$@"
+# Two worker processes by default (RECRAWL_TEST_WORKERS=0 runs in one): most of the suite's time
+# is waiting (JVM jobs, politeness delays, subprocesses), not CPU. --dist loadfile keeps each
+# file on one worker, so a module's fixtures (the e2e crawl) are built once.
+workers=${RECRAWL_TEST_WORKERS:-2}
+dist=()
+[ "$workers" != 0 ] && dist=(-n "$workers" --dist loadfile)
+# --durations: the slowest tests in every run's output, the figures CI time is managed by.
+exec .venv/bin/python -m pytest -m "not slow" -p no:cacheprovider --durations=40 "${dist[@]}" "$@"

@@ -51,6 +51,13 @@ class PoissonPage:
         self._extend(day)
         return bisect.bisect_right(self._times, day)
 
+    def next_change(self, after: float) -> float:
+        """Simulated time (days) of the first change strictly after ``after``; inf if none."""
+        if self.rate <= 0:
+            return math.inf
+        v = self.version(after)  # also extends the process past ``after``
+        return self._times[v]
+
     def last_change(self, day: float) -> float:
         """Simulated time (days) of the last change at or before ``day``; 0 if none."""
         v = self.version(day)
@@ -69,3 +76,31 @@ def log_uniform_rate(seed: object, key: str, lo: float, hi: float) -> float:
     """A rate spread log-uniformly in [lo, hi], deterministic per key."""
     u = unit("rate", seed, key)
     return round(math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))), 6)
+
+
+#: Change-rate classes of normal pages, (share, typical rate per day), after Cho & Garcia-Molina,
+#: "The Evolution of the Web and Implications for an Incremental Crawler" (VLDB 2000): of 720k
+#: pages visited daily for four months, about 23 % changed at every visit (daily or faster),
+#: about 30 % did not change at all in the four months, and the rest spread between a week and
+#: four months. The same mixture as benchmarks/freshness.py --rates web.
+WEB_RATE_CLASSES = ((0.30, 0.003), (0.25, 1 / 30), (0.25, 1 / 7), (0.15, 1.0), (0.05, 5.0))
+
+
+def web_mix_rate(seed: object, key: str) -> float:
+    """A rate drawn from WEB_RATE_CLASSES (deterministic per key): a class by its share, then
+    a log-normal spread (sigma 0.3) around its typical rate, so rates span about three orders
+    of magnitude (~0.002 to ~10 changes/day), most pages rarely changing."""
+    u = unit("rate-class", seed, key)
+    acc = 0.0
+    typical = WEB_RATE_CLASSES[-1][1]
+    for share, rate in WEB_RATE_CLASSES:
+        acc += share
+        if u < acc:
+            typical = rate
+            break
+    jitter = rng_for("rate-jitter", seed, key).gauss(0.0, 0.3)
+    return round(typical * math.exp(jitter), 6)
+
+
+#: Rate draws for normal sites (SimWeb(rates=...)).
+RATE_MIXES = ("loguniform", "web")

@@ -15,7 +15,7 @@ import posixpath
 import random
 
 from simweb import content, hostile
-from simweb.changes import PoissonPage, log_uniform_rate
+from simweb.changes import RATE_MIXES, PoissonPage, log_uniform_rate, web_mix_rate
 from simweb.host import Host, Link
 from simweb.response import PDF, PNG_1PX, Request, Response, cached, not_found
 from simweb.text import esc, page, paragraph, rng_for, title
@@ -81,8 +81,13 @@ def relative_ref(base_dir: str, target: str) -> str:
 class NormalSite(Host):
     """One ordinary site: robots kind by index, Zipf link graph, slowly changing pages."""
 
-    def __init__(self, i: int, n_sites: int, n_pages: int, seed: object) -> None:
+    def __init__(
+        self, i: int, n_sites: int, n_pages: int, seed: object, rates: str = "loguniform"
+    ) -> None:
         super().__init__(site_name(i), seed)
+        if rates not in RATE_MIXES:
+            raise ValueError(f"rates must be one of {RATE_MIXES}, got {rates!r}")
+        self.rates = rates
         self.i, self.n_sites, self.n_pages = i, n_sites, max(2, n_pages)
         self.kind = i % len(ROBOTS_KINDS)
         rules = ROBOTS_KINDS[self.kind]
@@ -98,6 +103,11 @@ class NormalSite(Host):
         self._cache: dict[tuple[str, int, int], bytes] = {}
 
     def _rate(self, path: str) -> float:
+        # "loguniform" (the default, which the fetcher/e2e tests and the demo were written
+        # against): slow pages only, 0.005-0.1/day. "web": the measured mix of
+        # simweb.changes.WEB_RATE_CLASSES, for freshness benchmarks.
+        if self.rates == "web":
+            return web_mix_rate(self.seed, self.name + path)
         return log_uniform_rate(self.seed, self.name + path, 0.005, 0.1)
 
     # -- the link graph ------------------------------------------------------------------
@@ -253,9 +263,13 @@ def page_title(seed: object, host: str, path: str) -> str:
 class World:
     """Every host of one simulated web, by name."""
 
-    def __init__(self, seed: object, n_sites: int, pages_per_site: int) -> None:
+    def __init__(
+        self, seed: object, n_sites: int, pages_per_site: int, rates: str = "loguniform"
+    ) -> None:
         self.seed = seed
-        self.sites = [NormalSite(i, n_sites, pages_per_site, seed) for i in range(n_sites)]
+        self.sites = [
+            NormalSite(i, n_sites, pages_per_site, seed, rates) for i in range(n_sites)
+        ]
         special = hostile.hosts(seed) + content.hosts(seed)
         self.hosts: dict[str, Host] = {h.name: h for h in [*self.sites, *special]}
 

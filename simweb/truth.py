@@ -6,6 +6,7 @@ with any port and returned with the server's current port.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -100,6 +101,12 @@ class Truth:
         """Content version of ``url`` on simulated ``day`` (number of changes in [0, day])."""
         clock = self._clock(url)
         return 0 if clock is None else clock.version(day)
+
+    def next_change(self, url: str, after: float) -> float:
+        """Simulated time (days) of the first content change of ``url`` strictly after
+        ``after``; inf for pages that never change."""
+        clock = self._clock(url)
+        return math.inf if clock is None else clock.next_change(after)
 
     def trivial_changes(self) -> set[str]:
         """URLs whose bytes change daily only by a rotating timestamp line."""

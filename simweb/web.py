@@ -30,6 +30,8 @@ class SimWeb:
         pages_per_site: pages of each normal site, home included.
         log_path: also append each request as a JSON line to this file.
         port: 0 for an ephemeral port.
+        rates: change rates of normal pages: "loguniform" (0.005-0.1/day, the default) or
+            "web" (the mix measured on the real web, simweb.changes.WEB_RATE_CLASSES).
     """
 
     def __init__(
@@ -39,11 +41,12 @@ class SimWeb:
         pages_per_site: int = 30,
         log_path: str | None = None,
         port: int = 0,
+        rates: str = "loguniform",
     ) -> None:
         if n_sites < 1:
             raise ValueError("n_sites must be at least 1")
         self.seed = seed
-        self.world = World(seed, n_sites, pages_per_site)
+        self.world = World(seed, n_sites, pages_per_site, rates)
         self.truth = Truth(self.world, lambda: self.port)
         self._address = ("127.0.0.1", port)  # loopback only, by design
         self._log = RequestLog(log_path)

@@ -8,11 +8,15 @@ by replacing the round's partition, `robots` and `hosts` by MERGE. WARC files th
 row references — from failed attempts or an earlier run of the step — are deleted last, so a
 re-run leaves exactly one row per URL and no referenced file is ever missing. WARCs go through
 `fetcher.storage` (local folder or s3a://); listing and deleting here use Hadoop's FileSystem,
-like the tables.
+like the tables. Last, the round's CDXJ index is written next to its WARCs
+(`warc/<round>/index.cdxj`, `recrawl.cdxj`).
 
 A re-run (an earlier attempt left WARC files, staging output or published rows) cannot know
 when the killed attempt last requested each host, so every host first waits its delay
-(`Fetcher(resume=True)`): politeness holds across a crash and the re-run.
+(`Fetcher(resume=True)`): politeness holds across a crash and the re-run. The same holds when
+another round's fetch requested pages moments ago (a backfill interleaved with the daily run
+under Airflow puts two fetch tasks back to back; docs/airflow.md): the `fetches` table's
+wall-clock `fetch_time` tells, and every host then waits its delay too.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 
-from fetcher.storage import S3Options
+from fetcher.storage import S3Options, Storage
 from recrawl.config import Config
 
 
@@ -36,24 +40,39 @@ def _json_default(value):
 
 def fetch_partition(
     rows: Iterable, settings_map: dict, warc_dir: str, prefix: str, resume: bool = False,
-    s3: S3Options | None = None,
+    s3: S3Options | None = None, started_dir: str | None = None,
 ) -> Iterator[tuple[str, str]]:
     """The per-task body: fetch the partition's URLs and yield (kind, json) records.
 
-    `resume` (or a retried task attempt) makes every host wait its delay before its first
-    request: the earlier attempt's last request times are lost with it (`Fetcher` docs).
+    `resume` (or a retried task or stage attempt) makes every host wait its delay before its
+    first request: the earlier attempt's last request times are lost with it (`Fetcher` docs).
     """
     from pyspark import TaskContext
 
     from fetcher import Fetcher, FetchItem, FetchSettings
     from fetcher.storage import Storage
+    from recrawl.cluster import executor_id
 
     rows = list(rows)
     if not rows:
         return
     ctx = TaskContext.get()
-    attempt = ctx.attemptNumber() if ctx else 0
     part = rows[0]["partition"]
+    # A retry is a later attempt of the task, or any attempt of a re-submitted stage: when an
+    # executor dies, its shuffle output goes with it, Spark re-runs the stage, and the retried
+    # fetch task's attemptNumber() starts at 0 again in the new stage attempt (PySpark has no
+    # stageAttemptNumber()). So every attempt leaves a marker `started_dir/p<partition>` before
+    # its first request, and finding one means an earlier attempt may have fetched these hosts.
+    storage = Storage(s3)
+    retried = bool(ctx and ctx.attemptNumber() > 0)
+    if started_dir:
+        marker = f"{started_dir}/p{part:05d}"
+        if storage.exists(marker):
+            retried = True
+        else:
+            f = storage.create(marker)
+            f.commit()
+    attempt = ctx.taskAttemptId() if ctx else 0  # unique in the application: WARC names differ
     robots_cache = {}
     items = []
     for r in rows:
@@ -61,6 +80,8 @@ def fetch_partition(
             url=r["url"], host=r["host"], priority=r["priority"] or 0.0, etag=r["etag"],
             last_modified=r["last_modified"], prev_payload_digest=r["payload_digest"],
             prev_fetch_time=r["last_fetch_time"].isoformat() if r["last_fetch_time"] else None,
+            prev_record_id=r.get("payload_record_id"), prev_warc_date=r.get("payload_warc_date"),
+            prev_target_uri=r.get("payload_target_uri"),
         ))
         if r["robots_fetched_at"] is not None and r["host"] not in robots_cache:
             robots_cache[r["host"]] = {
@@ -72,10 +93,11 @@ def fetch_partition(
             }
     settings = FetchSettings.from_mapping(settings_map)
     fetcher = Fetcher(settings, warc_dir, f"{prefix}-p{part:05d}-a{attempt}",
-                      robots_cache=robots_cache, resume=resume or attempt > 0, storage=Storage(s3))
+                      robots_cache=robots_cache, resume=resume or retried, storage=storage)
     outcome = fetcher.run(items)
+    executor = executor_id()
     for row in outcome.rows:
-        yield ("fetch", json.dumps(row, default=_json_default))
+        yield ("fetch", json.dumps({**row, "executor_id": executor}, default=_json_default))
     for row in outcome.robots:
         yield ("robots", json.dumps(row, default=_json_default))
     for row in outcome.hosts:
@@ -106,12 +128,45 @@ def earlier_attempt(spark, cfg: Config, round_id: str) -> bool:
     from spark_jobs.common import sql_str
 
     jvm = spark._jvm
-    staging = jvm.org.apache.hadoop.fs.Path(f"{cfg.home}/staging/fetch/{round_id}")
-    if staging.getFileSystem(spark._jsc.hadoopConfiguration()).exists(staging):
-        return True
+    for folder in (f"{cfg.home}/staging/fetch/{round_id}",
+                   f"{cfg.home}/staging/fetch-started/{round_id}"):  # markers of started tasks
+        staging = jvm.org.apache.hadoop.fs.Path(folder)
+        if staging.getFileSystem(spark._jsc.hadoopConfiguration()).exists(staging):
+            return True
     if _fs_list(spark, cfg.warc_dir(round_id)):
         return True
     return read(spark, cfg, "fetches").where(f"round_id = {sql_str(round_id)}").limit(1).count() > 0
+
+
+def recent_fetch_window_s(cfg: Config) -> float:
+    """How long after a fetch's last request a host may still be inside its delay: the longest
+    Crawl-delay honoured plus the longest a request may take (fetch_time is its start)."""
+    return float(cfg.get("fetcher.max_crawl_delay_s")) + float(cfg.get("fetcher.request_deadline_s"))
+
+
+def recent_fetch(spark, cfg: Config, now: dt.datetime) -> bool:
+    """Whether any round's fetch requested a page within `recent_fetch_window_s` before `now`."""
+    from pyspark.sql import functions as F
+
+    from recrawl.tables import read
+
+    since = now.astimezone(dt.UTC) - dt.timedelta(seconds=recent_fetch_window_s(cfg))
+    # fetch_time is wall-clock UTC; Delta's per-file min/max statistics skip old files. The bound
+    # is a UTC string cast in the session's time zone (UTC), not the Python process's local one.
+    bound = F.lit(since.strftime("%Y-%m-%d %H:%M:%S.%f")).cast("timestamp")
+    return read(spark, cfg, "fetches").where(F.col("fetch_time") >= bound).limit(1).count() > 0
+
+
+def check_no_speculation(spark) -> None:
+    """Refuse speculative execution: it would run a second copy of a slow fetch task, against
+    the same hosts, while the first still runs -- two requests in flight to a host. (A task
+    retried after its executor died is different: the first copy is gone, and the retry waits
+    every host's delay before its first request.)"""
+    from recrawl.config import ConfigError
+
+    if spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
+        raise ConfigError("spark.speculation is on: it would fetch a host from two task copies "
+                        "at once; turn it off for the crawler (spark.extra)")
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
@@ -122,6 +177,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from recrawl.tables import read, replace_round
     from spark_jobs.common import sql_str
 
+    check_no_speculation(spark)
     fl = read(spark, cfg, "fetch_list").where(f"round_id = {sql_str(round_id)}")
     robots = read(spark, cfg, "robots").select(
         "host",
@@ -136,15 +192,17 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     n_parts = max(1, int(cfg.get("generate.partitions")))
     warc_dir = cfg.warc_dir(round_id)
     nonce = uuid.uuid4().hex[:8]
+    started_root = f"{cfg.home}/staging/fetch-started/{round_id}"
+    started_dir = f"{started_root}/{nonce}"
     settings_map = dict(cfg.section("fetcher"))
     settings_map["static_hosts"] = dict(settings_map["static_hosts"])
-    resume = earlier_attempt(spark, cfg, round_id)
+    resume = earlier_attempt(spark, cfg, round_id) or recent_fetch(spark, cfg, dt.datetime.now(dt.UTC))
     # WARCs on s3a:// are written by Python (s3fs) with the same endpoint settings as Spark's.
     s3 = S3Options.from_spark_conf(cfg.get("spark.extra"))
 
     def body(it):
         return fetch_partition((kv[1] for kv in it), settings_map, warc_dir, f"{round_id}-{nonce}",
-                               resume, s3)
+                               resume, s3, started_dir)
 
     # Identity partitioner: fetch-list partition p is Spark partition p, one task each.
     rdd = (
@@ -199,12 +257,19 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             _fs_delete(spark, f)
             removed += 1
     _fs_delete(spark, staging)
+    _fs_delete(spark, started_root)
+    # The round's CDXJ index next to its WARCs (recrawl.cdxj), rebuilt on every run.
+    from recrawl.cdxj import write_index
+
+    _, cdxj_lines = write_index(warc_dir, sorted(referenced), Storage(s3))
     counts = {
         r["fetch_status"]: r["n"]
         for r in published.groupBy("fetch_status").agg(F.count("*").alias("n")).collect()
     }
     counts["urls"] = sum(counts.values())
+    counts["executors"] = published.select("executor_id").distinct().count()
     counts["warc_files"] = len(referenced)
     counts["warc_orphans_removed"] = removed
     counts["resumed"] = int(resume)
+    counts["cdxj_lines"] = cdxj_lines
     return counts

@@ -1,7 +1,7 @@
 """generate: pick the URLs due at the round's logical time into a host-partitioned fetch list.
 
-Nutch's Generator in DataFrame form: due URLs (next_fetch_time <= logical date, not out in a
-round that updatedb has not applied yet), best priority first, at most `max_per_host` per host
+Nutch's Generator in DataFrame form: due URLs (next_fetch_time <= logical date + the due
+lookahead, not out in a round that updatedb has not applied yet), best priority first, at most `max_per_host` per host
 and `top_n` in all, hosts in back-off skipped, trap hosts limited to pages already known good.
 Generation marks are the open rounds' `fetch_list` rows (`live_marks`), so a second generate
 before updatedb cannot hand a URL out again, and generate writes nothing into crawldb: a mark
@@ -20,7 +20,8 @@ import heapq
 import math
 from collections.abc import Iterable
 
-from recrawl.config import Config
+from recrawl.config import Config, ConfigError
+from recrawl.schedules import discovery_slots
 
 DUE_STATUSES = ("unfetched", "fetched", "redirect_temp", "gone", "robots_denied", "failed")
 
@@ -71,9 +72,13 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from spark_jobs.common import naive_utc, sql_str, ts_lit
 
     g, f = cfg.section("generate"), cfg.section("fetcher")
+    lookahead = float(g["due_lookahead_days"])
+    if not 0.0 <= lookahead < 1.0:
+        raise ConfigError(f"generate.due_lookahead_days must be within [0, 1), got {lookahead!r}")
     now_logical = naive_utc(logical)
     expiry = now_logical - dt.timedelta(days=g["mark_expiry_days"])
     db = read(spark, cfg, "crawldb")
+    due_by = now_logical + dt.timedelta(days=lookahead)
     wall_now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     hosts = read(spark, cfg, "hosts").select(
         "host", "backoff_until", F.coalesce("trap", F.lit(False)).alias("trap")
@@ -81,7 +86,10 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     robots = read(spark, cfg, "robots").select("host", "crawl_delay")
     due = (
         db.where(F.col("status").isin(*DUE_STATUSES))
-        .where(F.col("next_fetch_time") <= F.expr(ts_lit(now_logical)))
+        # Rounds come at a fixed period, planned intervals do not: a URL due before this round
+        # plus the lookahead (half a daily period by default) is served now rather than a
+        # whole round late, so intervals round to the nearest round, not always up.
+        .where(F.col("next_fetch_time") <= F.expr(ts_lit(due_by)))
         .where(F.col("generated_round").isNull() | (F.col("generated_at") < F.lit(expiry)))
         .join(hosts, "host", "left")
         .join(robots, "host", "left")
@@ -105,26 +113,48 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         F.lit(int(g["max_per_host"])) if g["max_per_host"] > 0
         else F.greatest(F.lit(1), F.floor(F.lit(budget) / delay).cast("int"))
     )
-    w = Window.partitionBy("host").orderBy(
+    # Discovery share (recrawl.schedules.discovery_slots): inside each host's cap, the first
+    # ceil(share x cap) never-fetched URLs go before the host's revisits, so a host whose
+    # revisits could fill its cap still discovers.
+    share = float(g["discovery_share"])
+    discovery_slots(1, share, 1)  # validates the share before any Spark work
+    new_url = F.col("status") == "unfetched"
+    w_kind = Window.partitionBy("host", new_url).orderBy(
         F.col("priority").desc(), F.col("depth").asc_nulls_last(), F.col("url")
+    )
+    reserved = new_url & (F.col("kind_rank") <= F.ceil(F.col("cap") * F.lit(share) - 1e-9))
+    w = Window.partitionBy("host").orderBy(
+        F.col("reserved").desc(), F.col("priority").desc(), F.col("depth").asc_nulls_last(),
+        F.col("url"),
     )
     ranked = (
         candidates.withColumn("priority", priority)
         .withColumn("delay", delay)
         .withColumn("cap", cap)
+        .withColumn("kind_rank", F.row_number().over(w_kind))
+        .withColumn("reserved", reserved)
         .withColumn("host_rank", F.row_number().over(w))
         .where(F.col("host_rank") <= F.col("cap"))
     )
     cols = ranked.select("url", "host", "priority", "etag", "last_modified", "depth",
-                         "payload_digest", "last_fetch_time", "delay", "host_rank")
+                         "payload_digest", "last_fetch_time", "payload_record_id",
+                         "payload_warc_date", "payload_target_uri", "delay", "host_rank",
+                         new_url.alias("is_new"))
     order = [F.col("priority").desc(), F.col("host_rank"), F.col("url")]
     top_n = int(g["top_n"])
-    if top_n <= int(g["top_n_in_memory"]):
-        # Spark's top-k (TakeOrderedAndProject): cheapest while 2 x top_n rows fit in a task
-        top = cols.orderBy(*order).limit(top_n).cache()
-    else:
-        top = first_rows(cols, top_n, order)
-    selected = top.drop("host_rank")
+    # ... and of the round's top_n, the best ceil(share x top_n) never-fetched URLs are taken
+    # first; the rest of the round goes to every candidate by priority.
+    # Two top-k passes over the candidates instead of one; the frontier's size is not counted
+    # first (a pass of its own): the reserve pass returns at most what the frontier holds.
+    in_memory_max = int(g["top_n_in_memory"])
+    reserve, top_new = discovery_slots(top_n, share, top_n), None
+    if reserve:
+        top_new = _top(cols.where("is_new"), reserve, order, in_memory_max)
+        reserve = top_new.count()
+    rest = cols if not reserve else cols.join(top_new.select("url"), "url", "left_anti")
+    top_rest = _top(rest, top_n - reserve, order, in_memory_max)
+    top = top_rest if top_new is None else top_new.unionByName(top_rest)
+    selected = top.drop("host_rank", "is_new")
     loads = [
         (r["host"], r["n"] * r["delay"])
         for r in selected.groupBy("host").agg(F.count("*").alias("n"), F.max("delay").alias("delay"))
@@ -142,17 +172,28 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     generated = n.count()
     skipped_backoff = due.where(in_backoff).count()
-    top.unpersist()
+    for part in (top_new, top_rest):
+        if part is not None:
+            part.unpersist()
     worst = max((load for _, load in loads), default=0.0)
     return {
         "generated": generated,
         "hosts": len(assignment),
         "partitions": len(set(assignment.values())),
         "skipped_backoff": skipped_backoff,
+        "discovery_reserved": reserve,
         "priority_pagerank": 1 if mode == "pagerank" else 0,
         "priority_bfs": 1 if mode == "bfs" else 0,
         "max_partition_expected_s": math.ceil(worst),
     }
+
+
+def _top(df, n: int, order: list, in_memory_max: int):
+    """The first `n` rows of `df` in `order`, cached: Spark's top-k (TakeOrderedAndProject,
+    cheapest while 2 x n rows fit in a task) up to `in_memory_max`, else `first_rows`."""
+    if n <= in_memory_max:
+        return df.orderBy(*order).limit(max(0, n)).cache()
+    return first_rows(df, n, order)
 
 
 def partition_offsets(counts: dict[int, int]) -> dict[int, int]:

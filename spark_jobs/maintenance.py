@@ -2,8 +2,9 @@
 
 * **warc** — retention of raw captures: the `warc/<round_id>` folder of a round whose logical
   date is more than `warc_retention_days` before this run's logical date is deleted. Rows that
-  still point into it (`fetches`, `pages`) are flagged first: their `warc_file`/`warc_offset`
-  (/`warc_length`) become NULL, which reads "capture expired". Flag, then delete: at no committed
+  still point into it (`fetches`, `pages`, the `captures` URL index) are flagged first: their
+  WARC pointers (`warc_file`/`warc_offset`/`warc_length`; `warc_filename`/`warc_record_offset`/
+  `warc_record_length` in `captures`) become NULL, which reads "capture expired". Flag, then delete: at no committed
   point does a row reference a missing file, and a run that dies in between is finished by the
   next. Folders that are no round of the `rounds` table are left alone (and counted).
 * **optimize** — compaction of small files (every round adds some to every table); crawldb is
@@ -31,6 +32,7 @@ DEFAULT_WARC_RETENTION_DAYS = 90.0
 WARC_POINTERS = {
     "fetches": ("warc_file", "warc_offset", "warc_length"),
     "pages": ("warc_file", "warc_offset"),
+    "captures": ("warc_filename", "warc_record_offset", "warc_record_length"),
 }
 
 
@@ -48,6 +50,20 @@ def expired_rounds(
     return expired, unknown
 
 
+def check_args(steps: Sequence[str], retain_hours: float, warc_retention_days: float) -> None:
+    """Refuse bad maintenance arguments (BadInput) before anything runs."""
+    from recrawl.rounds import BadInput
+
+    unknown = [s for s in steps if s not in STEPS]
+    if unknown:
+        raise BadInput(f"unknown maintenance step(s) {', '.join(unknown)}; known: {', '.join(STEPS)}")
+    if retain_hours < MIN_RETAIN_HOURS:
+        raise BadInput(f"VACUUM retention {retain_hours:g} h is below Delta's safe minimum of "
+                       f"{MIN_RETAIN_HOURS:g} h (7 days); a shorter one can break running jobs")
+    if warc_retention_days < 1:
+        raise BadInput(f"WARC retention {warc_retention_days:g} days: must be at least 1 day")
+
+
 def run(
     spark,
     cfg: Config,
@@ -62,16 +78,7 @@ def run(
 
     `tables` limits OPTIMIZE and VACUUM to some tables (default: every contract table).
     """
-    from recrawl.rounds import BadInput
-
-    unknown = [s for s in steps if s not in STEPS]
-    if unknown:
-        raise BadInput(f"unknown maintenance step(s) {', '.join(unknown)}; known: {', '.join(STEPS)}")
-    if retain_hours < MIN_RETAIN_HOURS:
-        raise BadInput(f"VACUUM retention {retain_hours:g} h is below Delta's safe minimum of "
-                       f"{MIN_RETAIN_HOURS:g} h (7 days); a shorter one can break running jobs")
-    if warc_retention_days < 1:
-        raise BadInput(f"WARC retention {warc_retention_days:g} days: must be at least 1 day")
+    check_args(steps, retain_hours, warc_retention_days)
     counts: dict[str, int] = {}
     if "warc" in steps:
         counts.update(_prefixed("warc", _warc_retention(spark, cfg, logical, warc_retention_days)))
@@ -123,8 +130,9 @@ def _warc_retention(spark, cfg: Config, logical: dt.datetime, days: float) -> di
     expired, unknown = expired_rounds(_subfolders(spark, warc_root), round_dates, cutoff)
     flagged = 0
     if expired:
-        in_rounds = f"round_id IN ({', '.join(sql_str(r) for r in expired)}) AND warc_file IS NOT NULL"
+        rounds = ", ".join(sql_str(r) for r in expired)
         for table, cols in WARC_POINTERS.items():
+            in_rounds = f"round_id IN ({rounds}) AND {cols[0]} IS NOT NULL"
             flagged += read(spark, cfg, table).where(in_rounds).count()
             DeltaTable.forPath(spark, cfg.table_path(table)).update(in_rounds, {c: "NULL" for c in cols})
     files = 0

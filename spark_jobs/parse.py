@@ -57,6 +57,7 @@ def read_payload(warc_file: str, offset: int, max_bytes: int, *, length: int | N
 def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
     """Parse one partition's fetched rows; yields `pages` rows with nested outlinks."""
     from fetcher.storage import Storage
+    from recrawl.captures import sniff_mime
     from recrawl.fingerprint import simhash64, text_hash
     from recrawl.linkfilter import filter_reason
     from recrawl.parsing import parse_html
@@ -79,6 +80,7 @@ def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
             out["parse_error"] = f"warc: {type(exc).__name__}: {exc}"[:500]
             yield out
             continue
+        out["mime_detected"] = sniff_mime(body)
         base = r["final_url"] or r["url"]
         if is_sitemap(body, ctype or r["content_type"]):
             links = []
@@ -97,7 +99,7 @@ def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
         text = page.text or ""
         out.update(
             title=page.title, lang=page.lang, text=text, text_len=len(text), date=page.date,
-            canonical_url=page.canonical_url, parse_error=page.error,
+            canonical_url=page.canonical_url, parse_error=page.error, charset=page.encoding,
             content_hash=text_hash(text) if text else None,
             simhash=simhash64(text) if text else None,
         )
@@ -171,10 +173,15 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     ).first()
     parsed.unpersist()
     link_count = read(spark, cfg, "links").where(f"round_id = {sql_str(round_id)}").count()
+    # The round's captures with URL-index columns (they need this parse's MIME and language).
+    from spark_jobs import captures
+
+    n_captures = captures.run(spark, cfg, round_id)
     return {
         "pages": int(stats["pages"] or 0),
         "parse_errors": int(stats["parse_errors"] or 0),
         "outlinks": link_count,
+        "captures": n_captures,
     }
 
 

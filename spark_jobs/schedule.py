@@ -1,6 +1,6 @@
 """schedule: the round's last step — change rate and next fetch time of each URL it fetched.
 
-Nutch's FetchSchedule applied as a job (DESIGN.md step 7). Rows it schedules: crawldb rows that
+Nutch's FetchSchedule applied as a job (docs/design.md step 7). Rows it schedules: crawldb rows that
 this round's updatedb fetched successfully (`last_round` = the round, `last_fetch_time` = the
 round's logical time, status fetched or duplicate) and that this step has not scheduled yet
 (`scheduled_round` != the round). For each:
@@ -11,8 +11,9 @@ round's logical time, status fetched or duplicate) and that this step has not sc
 in one MERGE. Every other row is left alone: updatedb already set the retry times of failures,
 redirects and gone pages, and the intervals of pages fetched in earlier rounds stand.
 
-The `optimal` policy shares `schedule.daily_budget` over every fetched page, not only the
-round's: the driver solves the Lagrange multiplier mu on a (rate x weight) histogram of all
+The `optimal` policy shares `schedule.daily_budget`, less the discovery reserve while the
+frontier holds never-fetched URLs (recrawl.schedules.revisit_budget), over every fetched page,
+not only the round's: the driver solves the Lagrange multiplier mu on a (rate x weight) histogram of all
 `fetched` pages (a few thousand rows whatever the crawl size), and each scheduled page then gets
 its interval from mu in a UDF (mu travels in the UDF's closure: one float, the same as a
 broadcast). Duplicates are never generated again (spark_jobs.generate.DUE_STATUSES), so they
@@ -95,6 +96,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         PageState,
         ScheduleContext,
         interval_seconds,
+        revisit_budget,
     )
     from recrawl.tables import read
     from spark_jobs.common import sql_str, ts_lit
@@ -106,7 +108,18 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     rid, now_sql = sql_str(round_id), ts_lit(logical)
     todo_cond = _todo_condition(rid, now_sql)
 
-    rate_udf = F.udf(lambda h: float(estimate_from_history(h, prior)), "double")
+    oracle = load_oracle_rates(str(sch.get("oracle_rates") or ""))
+    if oracle:  # benchmarks only: the true rate where the oracle knows it
+        def rate_of(url, h):
+            known = oracle.get(url)
+            return float(known) if known is not None else float(estimate_from_history(h, prior))
+
+        oracle_udf = F.udf(rate_of, "double")
+
+        def rate_udf(col):
+            return oracle_udf("url", col)
+    else:
+        rate_udf = F.udf(lambda h: float(estimate_from_history(h, prior)), "double")
     db = read(spark, cfg, "crawldb")
     counts: dict[str, int] = {"policy": code}
     if db.where(todo_cond).isEmpty():  # a re-run, or a round that fetched nothing: no commit
@@ -116,7 +129,13 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     ctx = ScheduleContext()
     mean_score = None
     if isinstance(policy, ChangeRateOptimalSchedule):
-        budget = float(sch["daily_budget"])
+        # Discovery takes its share of the budget first while the frontier holds URLs
+        # (recrawl.schedules.revisit_budget; generate reserves the same slots).
+        frontier = db.where("status = 'unfetched'").count()
+        budget = revisit_budget(
+            float(sch["daily_budget"]), float(cfg.get("generate.discovery_share")), frontier
+        )
+        counts["frontier"] = int(frontier)
         statuses = ", ".join(f"'{s}'" for s in BUDGET_STATUSES)
         pop = db.where(f"status IN ({statuses}) AND last_fetch_time IS NOT NULL")
         mean_score = pop.agg(F.avg("score")).first()[0]  # avg skips NULLs
@@ -220,6 +239,23 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         )
     result.unpersist()
     return counts
+
+
+def load_oracle_rates(path: str) -> dict[str, float]:
+    """{url: rate per day} from `schedule.oracle_rates` (a JSON object); {} when unset.
+
+    Benchmarks only: it lets benchmarks/pipeline_freshness.py run the optimal policy with
+    simweb's true rates. The dict travels in the rate UDF's closure, fine for benchmark webs.
+    """
+    if not path:
+        return {}
+    import json
+    from pathlib import Path
+
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"schedule.oracle_rates: {path} must hold a JSON object url -> rate")
+    return {str(k): float(v) for k, v in data.items()}
 
 
 def _weight_col(mean_score: float | None, floor: float):

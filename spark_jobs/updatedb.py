@@ -49,7 +49,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
     from recrawl.tables import read
     from recrawl.urlnorm import try_normalize
-    from spark_jobs.common import naive_utc, norm_rules, sql_str
+    from spark_jobs.common import naive_utc, norm_rules, session_conf, sql_str
 
     u, sch = cfg.section("updatedb"), cfg.section("schedule")
     now = naive_utc(logical)
@@ -105,6 +105,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
                                        {int(cfg.get('fetcher.robots_ttl_s'))})
       ELSE {now_sql} END"""
     fetched = "s.fetch_status = 'fetched'"
+    new_payload = f"{fetched} AND s.warc_type = 'response'"
     updates = {
         "status": _status_expr(int(u["max_retries"])),
         "retries": f"CASE WHEN {success} THEN 0 WHEN s.fetch_status IN ({transient}) "
@@ -116,6 +117,14 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "last_modified": f"CASE WHEN {fetched} THEN s.last_modified "
                          "ELSE coalesce(s.last_modified, t.last_modified) END",
         "payload_digest": f"CASE WHEN {fetched} THEN s.payload_digest ELSE t.payload_digest END",
+        # The record holding the payload, which later revisits refer to: a new `response`;
+        # after a revisit (or a fetch that stored nothing new) the original stays.
+        "payload_record_id": f"CASE WHEN {new_payload} THEN s.warc_record_id "
+                             "ELSE t.payload_record_id END",
+        "payload_warc_date": f"CASE WHEN {new_payload} THEN s.warc_date "
+                             "ELSE t.payload_warc_date END",
+        "payload_target_uri": f"CASE WHEN {new_payload} THEN s.warc_target_uri "
+                              "ELSE t.payload_target_uri END",
         "content_hash": f"CASE WHEN {fetched} AND s.content_hash IS NOT NULL "
                         "THEN s.content_hash ELSE t.content_hash END",
         "simhash": f"CASE WHEN {fetched} AND s.simhash IS NOT NULL THEN s.simhash "
@@ -176,7 +185,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .where("url IS NOT NULL")
     )
     max_depth = int(cfg.get("crawl.max_depth"))
-    host_udf = F.udf(_host_or_none, "string")
+    host_udf = F.udf(lambda u: _host_or_none(u), "string")  # noqa: PLW0108 - no hint inference
     # Rows without a carried host (redirects, sitemaps, links written without dst_host) get
     # it from the UDF: only they pay a Python round trip.
     other_targets = (
@@ -210,29 +219,36 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     depth = f"CASE WHEN {better_depth} THEN s.link_depth ELSE t.depth END"
     crawldb = DeltaTable.forPath(spark, cfg.table_path("crawldb"))
     before = spark.read.format("delta").load(cfg.table_path("crawldb")).count()
-    (
-        crawldb.alias("t")
-        .merge(merged.alias("s"), "t.url = s.url")
-        .whenMatchedUpdate(
-            condition=f"s.fetch_status IS NOT NULL AND (t.last_round IS NULL OR t.last_round != {rid})",
-            set={**updates, "depth": depth},
+    # The MERGE's update projection (the joined crawldb and source rows, ~60 fields, the change
+    # rule inlined several times) is more than one Java method can hold: whole-stage code
+    # generation spent seconds compiling it, failed with "Code grows beyond 64 KB", logged the
+    # stack trace and fell back, every round. Operators this wide now skip whole-stage codegen
+    # (each expression is still compiled, in split methods); the narrower stages that build
+    # the source keep it.
+    with session_conf(spark, {"spark.sql.codegen.maxFields": "40"}):
+        (
+            crawldb.alias("t")
+            .merge(merged.alias("s"), "t.url = s.url")
+            .whenMatchedUpdate(
+                condition=f"s.fetch_status IS NOT NULL AND (t.last_round IS NULL OR t.last_round != {rid})",
+                set={**updates, "depth": depth},
+            )
+            .whenMatchedUpdate(
+                condition="s.fetch_status IS NULL AND "
+                          f"((coalesce(s.stored_dup, false) AND t.status = 'fetched') OR ({better_depth}))",
+                set={"status": "CASE WHEN coalesce(s.stored_dup, false) AND t.status = 'fetched' "
+                               "THEN 'duplicate' ELSE t.status END",
+                     "depth": depth},
+            )
+            .whenNotMatchedInsert(condition="s.link_depth IS NOT NULL", values={
+                "url": "s.url", "host": "s.link_host", "status": "'unfetched'", "depth": "s.link_depth",
+                "discovered_at": now_sql, "next_fetch_time": now_sql, "retries": "0",
+                "fetch_count": "0", "change_count": "0", "parse_failures": "0",
+                "inlink_score": "s.inlink_est",
+                "fetch_interval_s": str(int(sch["default_interval_days"] * day)),
+            })
+            .execute()
         )
-        .whenMatchedUpdate(
-            condition="s.fetch_status IS NULL AND "
-                      f"((coalesce(s.stored_dup, false) AND t.status = 'fetched') OR ({better_depth}))",
-            set={"status": "CASE WHEN coalesce(s.stored_dup, false) AND t.status = 'fetched' "
-                           "THEN 'duplicate' ELSE t.status END",
-                 "depth": depth},
-        )
-        .whenNotMatchedInsert(condition="s.link_depth IS NOT NULL", values={
-            "url": "s.url", "host": "s.link_host", "status": "'unfetched'", "depth": "s.link_depth",
-            "discovered_at": now_sql, "next_fetch_time": now_sql, "retries": "0",
-            "fetch_count": "0", "change_count": "0", "parse_failures": "0",
-            "inlink_score": "s.inlink_est",
-            "fetch_interval_s": str(int(sch["default_interval_days"] * day)),
-        })
-        .execute()
-    )
     # Pages that keep breaking the parser are parked (a poison page must not fail every round).
     # Few rows match: only the files holding them are rewritten.
     max_pf = int(cfg.get("parse.max_parse_failures"))

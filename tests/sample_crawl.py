@@ -12,6 +12,7 @@ import datetime as dt
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
+from recrawl.captures import url_fields
 from recrawl.config import Config, load_config
 
 UTC = dt.UTC
@@ -87,6 +88,31 @@ def host_of(url: str) -> str:
     return url.split("/", 3)[0] + "//" + url.split("/", 3)[2]
 
 
+def host_components() -> dict[str, tuple[str, int, str, int]]:
+    """host -> (component_root, component_hosts, scc_root, scc_hosts) of the LINKS host graph,
+    as the pagerank job defines them (a component is named by its smallest host)."""
+    hosts = sorted({host_of(u) for u in (A, B, SLOW, ERR, XSS)})
+    edges = {(host_of(s), host_of(d)) for s, d in LINKS}
+
+    def reach(h: str, undirected: bool) -> set[str]:
+        seen, todo = {h}, [h]
+        while todo:
+            x = todo.pop()
+            for s, d in edges:
+                for a, b in ((s, d), (d, s)) if undirected else ((s, d),):
+                    if a == x and b not in seen:
+                        seen.add(b)
+                        todo.append(b)
+        return seen
+
+    out = {}
+    for h in hosts:
+        wcc = reach(h, True)
+        scc = {g for g in reach(h, False) if h in reach(g, False)}
+        out[h] = (min(wcc), len(wcc), min(scc), len(scc))
+    return out
+
+
 def _ts(round_index: int, seconds: float = 0.0) -> dt.datetime:
     d = ROUNDS[round_index][1]
     return dt.datetime(d.year, d.month, d.day, tzinfo=UTC) + dt.timedelta(seconds=seconds)
@@ -123,7 +149,7 @@ def rows_by_table() -> dict[str, list[dict]]:
     """Every table's rows as dicts (aware UTC datetimes)."""
     out: dict[str, list[dict]] = {k: [] for k in (
         "fetch_list", "fetches", "pages", "duplicates", "links", "crawldb", "robots", "hosts",
-        "scores", "rounds")}
+        "scores", "rounds", "captures")}
     position: dict[int, int] = {}
     for rnd, url, status, http, version in FETCHES:
         rid = ROUNDS[rnd][0]
@@ -147,6 +173,18 @@ def rows_by_table() -> dict[str, list[dict]]:
             "duration_ms": 20 + i, "redirect_chain": [url, A + "/3"] if status == "redirect" else [],
             "truncated": False, "ip": "127.0.0.1",
         })
+        if status in ("fetched", "not_modified"):  # a response or a revisit record
+            out["captures"].append({
+                **url_fields(url), "url": url, "fetch_url": url, "fetch_time": t,
+                "fetch_status": http, "crawl_status": status,
+                "content_digest": _digest(version) if version else None,
+                "content_mime_type": "text/html", "content_mime_detected": "text/html",
+                "content_charset": "utf-8", "content_languages": "en",
+                "warc_filename": warc, "warc_record_offset": 1000 * i, "warc_record_length": 900,
+                "warc_record_id": f"<urn:uuid:{hashlib.sha1(f'{rid}{url}'.encode()).hexdigest()}>",
+                "warc_type": "response" if version else "revisit", "fetch_date": t.date(),
+                "round_id": rid,
+            })
         if version:
             text = f"text of {version.rstrip('~')}" + (" (edited)" if version.endswith("~") else "")
             base = version.rstrip("~")
@@ -186,6 +224,7 @@ def rows_by_table() -> dict[str, list[dict]]:
         })
         if rank is not None:
             out["scores"].append({"url": url, "pagerank": rank, "computed_at": _ts(2, 7200)})
+    components = host_components()
     for host in (A, B, SLOW, ERR, XSS):
         out["robots"].append({
             "host": host, "fetched_at": _ts(0, 1), "http_status": 200,
@@ -200,6 +239,8 @@ def rows_by_table() -> dict[str, list[dict]]:
             "pages_fetched": sum(1 for u in last_ok if host_of(u) == host),
             "host_rank": round(sum(c[4] or 0 for c in CRAWLDB if host_of(c[0]) == host), 6),
             "updated_at": _ts(2, 3600),
+            **dict(zip(("component_root", "component_hosts", "scc_root", "scc_hosts"),
+                       components[host], strict=True)),
         })
     for rnd, (rid, day) in enumerate(ROUNDS):
         f = [x for x in FETCHES if x[0] == rnd]
@@ -228,8 +269,16 @@ def build(spark, home) -> Config:
     init_tables(spark, cfg)
     # One append per table; Spark runs jobs from several threads at once, which overlaps the
     # driver-side Delta commit work of the ten small writes.
+    tables = rows_by_table()
+    # crawldb in two writes (URLs of the first round, then the others) so that it has an
+    # earlier version to compare with: the time-travel examples of docs/analysts.md need one.
+    first, rest = [], []
+    for r in tables["crawldb"]:
+        (first if r["discovered_at"] == _ts(0) else rest).append(r)
+    tables["crawldb"] = first
     with ThreadPoolExecutor(3) as pool:
-        list(pool.map(lambda item: _append(spark, cfg, *item), rows_by_table().items()))
+        list(pool.map(lambda item: _append(spark, cfg, *item), tables.items()))
+    _append(spark, cfg, "crawldb", rest)
     return cfg
 
 

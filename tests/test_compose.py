@@ -85,6 +85,8 @@ def test_crawler_configuration_comes_from_the_environment(resolved):
         extra = cfg.get("spark.extra")
         assert extra["spark.hadoop.fs.s3a.endpoint"] == "http://minio:9000"
         assert not any("key" in k.lower() or "secret" in k.lower() for k in extra), extra
+        # every container has the same /opt/recrawl/.venv: no environment archive (docs/cluster.md)
+        assert cfg.get("spark.python_archive") == ""
     assert resolved["services"]["airflow-scheduler"]["environment"]["AIRFLOW__CORE__EXECUTOR"] == \
         "LocalExecutor"
     assert "postgresql" in resolved["services"]["airflow-apiserver"]["environment"][

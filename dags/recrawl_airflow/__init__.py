@@ -159,11 +159,10 @@ def round_complete_check(date: str, settings: Iterable[str], force: bool) -> str
     """
     if force:
         return f"echo 'force=true: crawling the round of {date} whatever its state'"
-    steps = ", ".join(f"'{s}'" for s in STEPS)
-    query = (
-        "SELECT count(*) AS complete FROM rounds "
-        f"WHERE logical_date = DATE'{date}' AND size(array_except(array({steps}), steps_done)) = 0"
-    )
+    # array_contains per step: the same SQL on DuckDB and Spark, so `crawler sql` (auto)
+    # answers on a local crawl home without starting a JVM.
+    done = " AND ".join(f"array_contains(steps_done, '{s}')" for s in STEPS)
+    query = f"SELECT count(*) AS complete FROM rounds WHERE logical_date = DATE'{date}' AND {done}"
     lines, command = _crawler_shell(["sql", query, "--format", "csv"], settings)
     return _script([
         *lines,

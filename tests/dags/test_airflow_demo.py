@@ -30,3 +30,13 @@ def test_step_lines_are_picked_from_a_dags_test_log(tmp_path):
         encoding="utf-8",
     )
     assert step_lines(log) == ["generate 20261101: generated=24, hosts=24"]
+
+
+def test_both_demos_run_pagerank_unless_told_not_to():
+    """PageRank is the design's last step: the scores, host ranks and site clusters the docs
+    and the report show exist only after it."""
+    from recrawl import airflow_demo, demo
+
+    for module in (demo, airflow_demo):
+        assert module.parser().parse_args([]).pagerank is True
+        assert module.parser().parse_args(["--no-pagerank"]).pagerank is False

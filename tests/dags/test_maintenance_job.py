@@ -49,17 +49,24 @@ def test_old_rounds_lose_their_warcs_and_rows_are_flagged_first(spark, tmp_path)
         row = Row(round_id=rid, url=f"http://a.sim.test/{rid}", warc_file=str(warc), warc_offset=0,
                   warc_length=1, fetch_status="fetched")
         replace_round(spark.createDataFrame([row]), cfg, "fetches", rid)
+        cap = Row(round_id=rid, url=row.url, fetch_date=day.date(), warc_filename=str(warc),
+                  warc_record_offset=0, warc_record_length=1)
+        replace_round(spark.createDataFrame([cap]), cfg, "captures", rid)
     (tmp_path / "home" / "warc" / "manual").mkdir()
 
     when = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
     counts = maintenance.run(spark, cfg, when, warc_retention_days=30, tables=("crawldb", "fetches"))
     assert counts["warc.rounds_deleted"] == 1 and counts["warc.files_deleted"] == 1
-    assert counts["warc.rows_flagged"] == 1 and counts["warc.unknown_folders"] == 1
+    # the old round's fetches row and its captures (URL index) row
+    assert counts["warc.rows_flagged"] == 2 and counts["warc.unknown_folders"] == 1
     assert counts["optimize.tables"] == 2 and counts["vacuum.tables"] == 2
     assert sorted(p.name for p in (tmp_path / "home" / "warc").iterdir()) == ["20261120", "manual"]
     rows = {r["round_id"]: r for r in read(spark, cfg, "fetches").collect()}
     assert rows["20261001"]["warc_file"] is None and rows["20261001"]["warc_offset"] is None
     assert rows["20261120"]["warc_file"].endswith("20261120-p0.warc.gz")
+    caps = {r["round_id"]: r for r in read(spark, cfg, "captures").collect()}
+    assert caps["20261001"]["warc_filename"] is None and caps["20261001"]["warc_record_length"] is None
+    assert caps["20261120"]["warc_filename"] == rows["20261120"]["warc_file"]
     # idempotent: nothing left to delete or flag
     again = maintenance.run(spark, cfg, when, steps=("warc",), warc_retention_days=30)
     assert again["warc.rounds_deleted"] == 0 and again["warc.rows_flagged"] == 0

@@ -38,6 +38,17 @@ def record_at(path, offset):
         return next(iter(ArchiveIterator(fh)))
 
 
+def records_of(path, rec_type):
+    """Every record of ``rec_type`` in a file, content read (the stream closes with it)."""
+    out = []
+    with open(path, "rb") as fh:
+        for rec in ArchiveIterator(fh):
+            if rec.rec_type == rec_type:
+                rec.body = rec.content_stream().read()
+                out.append(rec)
+    return out
+
+
 def test_rows_cover_every_item_in_order_with_all_columns(tmp_path, raw_server):
     srv = raw_server(robots_then({}))
     base = f"http://a.local.test:{srv.port}"
@@ -93,7 +104,8 @@ def test_conditional_get_304_is_not_modified_with_a_revisit_record(tmp_path, raw
     url = f"http://a.local.test:{srv.port}/p"
     digest = sha1_digest(PAGE)
     item = FetchItem(url, etag='"v1"', last_modified="Thu, 01 Jan 2026 00:00:00 GMT",
-                     prev_payload_digest=digest, prev_fetch_time="2026-01-01T00:00:00Z")
+                     prev_payload_digest=digest, prev_fetch_time="2026-01-01T00:00:00Z",
+                     prev_record_id="<urn:uuid:0>", prev_warc_date="2025-12-31T23:59:58.5Z")
     row = run(tmp_path, [item]).rows[0]
     assert row["fetch_status"] == "not_modified" and row["http_status"] == 304
     assert row["etag"] == '"v1"' and row["last_modified"] == "Thu, 01 Jan 2026 00:00:00 GMT"
@@ -105,19 +117,46 @@ def test_conditional_get_304_is_not_modified_with_a_revisit_record(tmp_path, raw
     assert rec.rec_headers.get_header("WARC-Type") == "revisit"
     assert rec.rec_headers.get_header("WARC-Profile").endswith("/server-not-modified")
     assert rec.rec_headers.get_header("WARC-Refers-To-Target-URI") == url
+    # the original's exact WARC-Date and id, not the round's date
+    assert rec.rec_headers.get_header("WARC-Refers-To-Date") == "2025-12-31T23:59:58.500000Z"
+    assert rec.rec_headers.get_header("WARC-Refers-To") == "<urn:uuid:0>"
+    # empty block (replay takes the original's head); the 304 head is in the metadata record
+    assert rec.rec_headers.get_header("Content-Length") == "0"
+    meta = records_of(row["warc_file"], "metadata")[-1]
+    assert b"http-response-line: HTTP/1.1 304" in meta.body
+    assert row["warc_type"] == "revisit" and row["warc_target_uri"] == url
+    assert row["warc_record_id"] == rec.rec_headers.get_header("WARC-Record-ID")
+    assert row["warc_date"] == rec.rec_headers.get_header("WARC-Date")
 
 
 def test_identical_payload_is_stored_as_revisit(tmp_path, raw_server):
     srv = raw_server(robots_then({}))
     url = f"http://a.local.test:{srv.port}/same"
     item = FetchItem(url, prev_payload_digest=sha1_digest(PAGE),
-                     prev_fetch_time="2026-01-01T00:00:00+00:00")
+                     prev_fetch_time="2026-01-01T00:00:00+00:00",
+                     prev_record_id="<urn:uuid:1>", prev_warc_date="2026-01-01T06:19:04.796837Z",
+                     prev_target_uri=url + "?final")
     row = run(tmp_path, [item]).rows[0]
     assert row["fetch_status"] == "fetched" and row["payload_digest"] == sha1_digest(PAGE)
     rec = record_at(row["warc_file"], row["warc_offset"])
-    assert rec.rec_headers.get_header("WARC-Type") == "revisit"
-    assert rec.rec_headers.get_header("WARC-Profile").endswith("/identical-payload-digest")
-    assert rec.rec_headers.get_header("WARC-Refers-To-Date") == "2026-01-01T00:00:00Z"
+    h = rec.rec_headers
+    assert h.get_header("WARC-Type") == "revisit" and row["warc_type"] == "revisit"
+    assert h.get_header("WARC-Profile").endswith("/identical-payload-digest")
+    assert h.get_header("WARC-Refers-To-Date") == "2026-01-01T06:19:04.796837Z"
+    assert h.get_header("WARC-Refers-To") == "<urn:uuid:1>"
+    assert h.get_header("WARC-Refers-To-Target-URI") == url + "?final"
+    # the HTTP head is kept, the payload is not: WARC 1.1 6.7.2
+    assert h.get_header("WARC-Truncated") == "length"
+
+
+def test_identical_payload_without_a_known_original_is_stored_in_full(tmp_path, raw_server):
+    srv = raw_server(robots_then({}))
+    url = f"http://a.local.test:{srv.port}/same"
+    item = FetchItem(url, prev_payload_digest=sha1_digest(PAGE),
+                     prev_fetch_time="2026-01-01T00:00:00+00:00")
+    row = run(tmp_path, [item]).rows[0]
+    rec = record_at(row["warc_file"], row["warc_offset"])
+    assert rec.rec_headers.get_header("WARC-Type") == "response" == row["warc_type"]
 
 
 def test_fresh_robots_cache_is_used_without_fetching(tmp_path, raw_server):
@@ -278,9 +317,11 @@ def test_filtered_type_body_is_not_read_and_head_is_archived(tmp_path, raw_serve
                                                        content_type="application/pdf")}))
     row = run(tmp_path, [FetchItem(f"http://a.local.test:{srv.port}/doc.pdf")]).rows[0]
     assert row["fetch_status"] == "filtered_type" and row["content_type"] == "application/pdf"
-    assert row["content_length"] is None and row["payload_digest"] is None
+    # nothing of the body is stored: the row says so, with the digest its record carries
+    assert row["content_length"] == 0 and row["payload_digest"] == sha1_digest(b"")
     rec = record_at(row["warc_file"], row["warc_offset"])
     assert rec.rec_headers.get_header("WARC-Truncated") == "unspecified"
+    assert rec.rec_headers.get_header("WARC-Payload-Digest") == row["payload_digest"]
 
 
 def test_per_ip_mode_shares_one_queue_across_hosts(tmp_path, raw_server):

@@ -208,11 +208,15 @@ def test_warc_files_validate_and_rows_point_at_their_records(crawl):
         assert rec.rec_headers.get_header("WARC-Type") in ("response", "revisit")
         assert nxt.rec_headers.get_header("WARC-Type") == "request"  # lengths are exact
         target = r["final_url"] if r["fetch_status"] != "redirect" else r["redirect_chain"][-1]
-        assert rec.rec_headers.get_header("WARC-Target-URI") == target
+        assert rec.rec_headers.get_header("WARC-Target-URI") == target == r["warc_target_uri"]
+        assert rec.rec_headers.get_header("WARC-Record-ID") == r["warc_record_id"]
+        assert rec.rec_headers.get_header("WARC-Date") == r["warc_date"]
+        assert rec.rec_headers.get_header("WARC-Type") == r["warc_type"]
+        # row and record agree, head-only filtered captures included
+        assert rec.rec_headers.get_header("WARC-Payload-Digest") == r["payload_digest"]
         if r["fetch_status"] == "filtered_type":
             assert rec.rec_headers.get_header("WARC-Truncated") == "unspecified"
             continue
-        assert rec.rec_headers.get_header("WARC-Payload-Digest") == r["payload_digest"]
         if r["fetch_status"] == "fetched":
             assert sha1_digest(body) == r["payload_digest"]
         n += 1
@@ -229,7 +233,9 @@ def test_recrawl_uses_validators_robots_cache_and_revisits(crawl, web, tmp_path)
     items = [FetchItem(r["url"], etag=r["etag"], last_modified=r["last_modified"],
                        prev_payload_digest=r["payload_digest"]) for r in first]
     items += [FetchItem(r["url"], prev_payload_digest=r["payload_digest"],
-                        prev_fetch_time=r["fetch_time"].isoformat()) for r in second]
+                        prev_fetch_time=r["fetch_time"].isoformat(),
+                        prev_record_id=r["warc_record_id"], prev_warc_date=r["warc_date"],
+                        prev_target_uri=r["warc_target_uri"]) for r in second]
     cache = {r["host"]: r for r in crawl["out"].robots}
     web.clear_log()
     out = Fetcher(local_settings(**SETTINGS), str(tmp_path), "again",
@@ -245,6 +251,9 @@ def test_recrawl_uses_validators_robots_cache_and_revisits(crawl, web, tmp_path)
             fh.seek(r["warc_offset"])
             rec = next(iter(ArchiveIterator(fh)))
         assert rec.rec_headers.get_header("WARC-Profile").endswith("identical-payload-digest")
+        orig = next(f for f in second if f["url"] == r["url"])
+        assert rec.rec_headers.get_header("WARC-Refers-To") == orig["warc_record_id"]
+        assert rec.rec_headers.get_header("WARC-Refers-To-Date") == orig["warc_date"]
     for f in out.warc_files:
         assert subprocess.run([str(BIN / "warcio"), "check", f]).returncode == 0
 

@@ -69,6 +69,9 @@ def test_round_trip_by_offset_with_exact_bytes_and_digests(tmp_path):
     meta, body = read_at(files[0], locs[2].offset)
     assert meta.rec_headers.get_header("WARC-Concurrent-To") == rid
     assert b"via: http://h.test/" in body
+    # a metadata block is warc-fields, not an HTTP message: no payload, no payload digest
+    assert meta.rec_headers.get_header("WARC-Payload-Digest") is None
+    assert meta.rec_headers.get_header("WARC-Block-Digest") == sha1_digest(body)
     # Lengths tile the file: the next record starts where this one ends.
     assert locs[1].offset == locs[0].offset + locs[0].length
 
@@ -122,6 +125,8 @@ def test_revisit_records(tmp_path):
     assert r2.rec_headers.get_header("WARC-Profile") == warc.PROFILE_IDENTICAL
     assert r2.rec_headers.get_header("WARC-Payload-Digest") == digest
     assert r2.rec_headers.get_header("WARC-Refers-To-Target-URI") == "http://h.test/b"
+    assert r2.rec_headers.get_header("WARC-Truncated") == "length"  # head kept, payload not
+    assert r1.rec_headers.get_header("WARC-Truncated") is None  # a 304 has no payload to cut
 
 
 def test_truncated_capture_is_marked(tmp_path):

@@ -58,3 +58,39 @@ def test_bad_date_is_refused(tmp_path):
     out = run(["generate", "--date", "yesterday"], tmp_path)
     assert out.returncode == 2
     assert "not an ISO date" in out.stderr
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["generate", "--date", "yesterday"], "not an ISO date"),
+    (["round", "--date", "2026-11-01", "--round", "../x"], "round id"),
+    (["inject", "seeds.txt", "--date", "2026-13-45"], "not an ISO date"),
+    (["pagerank", "--date", "soon"], "not an ISO date"),
+    (["maintenance", "--retain-hours", "1"], "VACUUM retention"),
+    (["init"], "Java not found"),  # with JAVA_HOME pointing nowhere, below
+])
+def test_bad_arguments_touch_nothing(tmp_path, args, needle):
+    """A refused argument against a crawl home that does not exist yet leaves it absent: no
+    folder, no lock file, no tables."""
+    home = tmp_path / "home"
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.test/\n")
+    args = [str(seeds) if a == "seeds.txt" else a for a in args]
+    env = {"JAVA_HOME": str(tmp_path / "nojava")} if args == ["init"] else {}
+    out = run(args, home, **env)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert len(out.stderr.splitlines()) == 1 and needle in out.stderr, out.stderr
+    assert not home.exists()
+
+
+def test_global_flags_are_accepted_after_the_verb(tmp_path):
+    from recrawl.cli import _merge_globals, _parser
+
+    args = _merge_globals(_parser().parse_args(
+        ["--set", "a.b=1", "sql", "SELECT 1", "--set", "c.d=2", "--config", "x.toml", "--verbose"]))
+    assert args.set == ["a.b=1", "c.d=2"] and args.config == "x.toml" and args.verbose
+    args = _merge_globals(_parser().parse_args(["--config", "y.toml", "status"]))
+    assert args.set == [] and args.config == "y.toml" and not args.verbose
+    # and they take effect: an unknown key given after the verb is refused like one before it
+    out = run(["sql", "SELECT 1 AS x", "--set", "crawl.no_such_key=1"], tmp_path / "home")
+    assert out.returncode == 2 and "unknown key crawl.no_such_key" in out.stderr, out.stderr
+    assert "usage:" not in out.stderr

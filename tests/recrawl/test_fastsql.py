@@ -11,7 +11,7 @@ import time
 import pytest
 
 from recrawl import fastsql
-from tests.sample_crawl import sample_home
+from tests.sample_crawl import CRAWLDB, sample_home
 
 # (name, query): group by, joins, ordering with NULLs, timestamps (with microseconds), arrays,
 # maps, arrays of structs, negative bigints — each must print the same on both engines.
@@ -127,10 +127,11 @@ def test_spark_run_sql_and_fast_path_print_the_same(spark, spark_tables, utc_pro
 
 @pytest.mark.spark
 def test_cli_fast_path_needs_no_jvm(sample):
-    """`crawler sql --engine duckdb` with Java made unavailable: answers, and pyspark never loads."""
+    """`crawler sql` (auto, the default) with Java made unavailable: answers, and pyspark never
+    loads."""
     code = (
         "import sys; from recrawl.cli import main; "
-        "rc = main(['sql', '--engine', 'duckdb', '--format', 'csv', "
+        "rc = main(['sql', '--format', 'csv', "
         "'SELECT status, count(*) AS n FROM crawl.crawldb GROUP BY status ORDER BY n DESC, status']); "
         "assert 'pyspark' not in sys.modules, 'pyspark imported'; sys.exit(rc)"
     )
@@ -153,17 +154,26 @@ def test_cli_fast_path_needs_no_jvm(sample):
     ("SELECT * FROM crawl.crawldb", True, None),
     ("  -- a comment\n with x AS (SELECT 1) SELECT * FROM x;", True, None),
     ("(SELECT 1)", True, None),
-    ("SELECT * FROM crawl.crawldb VERSION AS OF 3", True, "Spark/Delta-only"),
-    ("SELECT * FROM table_changes('crawl.crawldb', 2)", True, "Spark/Delta-only"),
-    ("SELECT * FROM `crawl`.`crawldb`", True, "Spark/Delta-only"),
-    ("SELECT * FROM delta.`/x/tables/crawldb`", True, "Spark/Delta-only"),
-    ("DESCRIBE HISTORY crawl.crawldb", True, "not a plain SELECT"),
-    ("DELETE FROM crawl.crawldb", True, "not a plain SELECT"),
-    ("SELECT 1; DROP TABLE crawl.crawldb", True, "more than one statement"),
+    ("SELECT 1; SELECT 2 AS two", True, None),
+    ("SELECT * FROM crawl.crawldb VERSION AS OF 3", True, "time travel (VERSION AS OF)"),
+    ("SELECT * FROM crawl.crawldb TIMESTAMP  AS OF '2026-11-28'", True, "time travel"),
+    ("SELECT * FROM table_changes('crawl.crawldb', 2)", True, "change data feed"),
+    ("SELECT * FROM `crawl`.`crawldb`", True, "backtick"),
+    ("SELECT * FROM delta.`/x/tables/crawldb`", True, "Delta table by path"),
+    ("DESCRIBE HISTORY crawl.crawldb", True, "Delta table history"),
+    ("describe detail crawl.crawldb", True, "Delta table history"),
+    ("OPTIMIZE crawl.crawldb ZORDER BY (host)", True, "OPTIMIZE writes or changes tables"),
+    ("DELETE FROM crawl.crawldb", True, "DELETE writes or changes tables"),
+    ("SELECT 1; DROP TABLE crawl.crawldb", True, "DROP writes or changes tables"),
+    ("SHOW TABLES IN crawl", True, "SHOW is a Spark catalog/session command"),
+    ("SELECT split(url, '/') AS parts FROM crawl.crawldb", True, "split() means something else"),
+    ("SELECT element_at(counts, 'fetch.fetched') AS n FROM crawl.rounds", True, "element_at()"),
+    ("SELECT string_split(url, '/') AS parts FROM crawldb", True, None),
+    ("SELECT 'VERSION AS OF' AS s -- VERSION AS OF", True, "time travel"),  # coarse on purpose
+    ("SELECT 1 /* OPTIMIZE */", True, None),
     ("SELECT * FROM crawl.crawldb", False, "not a local folder"),
 ])
-def test_auto_engine_sends_only_plain_selects_on_local_homes_to_duckdb(tmp_path, query, local,
-                                                                       reason):
+def test_auto_engine_reason(tmp_path, query, local, reason):
     from tests.sample_crawl import config_for
 
     cfg = config_for(tmp_path if local else "s3a://bucket/crawl")
@@ -171,23 +181,61 @@ def test_auto_engine_sends_only_plain_selects_on_local_homes_to_duckdb(tmp_path,
     assert (got is None) if reason is None else (reason in got), got
 
 
-def test_auto_engine_falls_back_to_spark_when_duckdb_rejects_the_query(monkeypatch, tmp_path):
-    """A Spark-dialect query DuckDB cannot bind runs on Spark, with a note on stderr."""
-    from recrawl import cli, sqlshell
-    from recrawl import spark as spark_mod
+@pytest.mark.parametrize("sql,statements", [
+    ("SELECT 1", ["SELECT 1"]),
+    ("SELECT 1;", ["SELECT 1"]),
+    (" SELECT 1 ;\n SELECT 2 ; ", ["SELECT 1", "SELECT 2"]),
+    ("SELECT ';' AS a, \"x;y\" AS b; SELECT `a;b`", ["SELECT ';' AS a, \"x;y\" AS b", "SELECT `a;b`"]),
+    ("SELECT 'it''s; fine' AS a; SELECT 'back\\'slash;' AS b",
+     ["SELECT 'it''s; fine' AS a", "SELECT 'back\\'slash;' AS b"]),
+    ("SELECT 1 -- one; two\n; SELECT 2 /* ; */", ["SELECT 1 -- one; two", "SELECT 2 /* ; */"]),
+    (";; -- only a comment; here\n /* and ; this */ ;", []),
+    ("", []),
+])
+def test_split_statements_respects_quotes_and_comments(sql, statements):
+    assert fastsql.split_statements(sql) == statements
 
-    calls = []
-    monkeypatch.setattr(fastsql, "run_sql", lambda *a, **k: (_ for _ in ()).throw(
-        fastsql.FastPathError("DuckDB: Catalog Error: Scalar Function with name explode does not exist!")))
-    monkeypatch.setattr(sqlshell, "run_sql", lambda spark, cfg, q, fmt, limit: calls.append(q) or 0)
-    monkeypatch.setattr(spark_mod, "get_spark", lambda cfg: "session")
-    monkeypatch.setenv("RECRAWL_CRAWL__HOME", str(tmp_path))
-    assert cli.main(["sql", "--engine", "auto", "SELECT explode(steps_done) FROM rounds"]) == 0
-    assert calls == ["SELECT explode(steps_done) FROM rounds"]
-    calls.clear()
-    # --engine duckdb reports the problem instead of starting a JVM
-    assert cli.main(["sql", "--engine", "duckdb", "SELECT explode(steps_done) FROM rounds"]) == 2
-    assert calls == []
+
+def test_spark_only_reason_is_per_statement():
+    assert fastsql.spark_only_reason("SELECT count(*) AS n FROM crawl.fetches") is None
+    assert fastsql.spark_only_reason("WITH a AS (SELECT 1 AS x) SELECT x FROM a") is None
+    got = fastsql.spark_only_reason("SELECT * FROM crawl.crawldb version  as\nof 2")
+    assert got == "uses Delta time travel (version as of)"
+
+
+@pytest.mark.spark
+def test_duckdb_checks_every_statement_before_running_any(sample):
+    """Spark dialect -> NeedsSpark (auto falls back); a typo -> FastPathError; nothing printed."""
+    for query in ("SELECT explode(steps_done) AS step FROM rounds",
+                  "SELECT count(*) AS n FROM crawldb; SELECT explode(steps_done) AS s FROM rounds",
+                  "SELECT * FROM crawl.crawldb VERSION AS OF 1"):
+        buf = io.StringIO()
+        with pytest.raises(fastsql.NeedsSpark):
+            fastsql.run_sql(sample, query, out=buf)
+        assert buf.getvalue() == "", query
+    for query in ("SELECT * FROM crawl.crawldbb", "SELECT 1 AS x; SELECT nope FROM crawldb"):
+        buf = io.StringIO()
+        with pytest.raises(fastsql.FastPathError) as info:
+            fastsql.run_sql(sample, query, out=buf)
+        assert not isinstance(info.value, fastsql.NeedsSpark), info.value
+        assert buf.getvalue() == "", query
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("fmt", ["table", "csv", "json"])
+def test_several_statements_print_every_answer_alike_on_both_engines(spark, spark_tables,
+                                                                    utc_process, fmt):
+    from recrawl.sqlshell import run_sql
+
+    query = ("SELECT status, count(*) AS n FROM crawl.crawldb GROUP BY status ORDER BY n DESC, "
+             "status; -- the second one;\n SELECT round_id FROM crawl.rounds ORDER BY round_id;")
+    duck = _duck_text(spark_tables, query, fmt)
+    buf = io.StringIO()
+    assert run_sql(spark, spark_tables, query, fmt, 50, out=buf) == 0
+    assert buf.getvalue() == duck
+    assert "unfetched" in duck and "20261103" in duck
+    if fmt == "table":
+        assert duck.count("rows)") == 2 and "\n\nround_id" in duck
 
 
 def test_contract_table_names_match_the_schemas():
@@ -218,14 +266,61 @@ def _doc_queries():
 
 
 @pytest.mark.spark
-def test_analysts_doc_examples_run_on_the_fast_path(sample):
+def test_every_analysts_doc_example_answers_with_rows_on_its_engines(spark, spark_tables,
+                                                                    utc_process):
+    """Every ```sql block of docs/analysts.md returns rows on the sample crawl: unmarked ones on
+    both engines, *Spark only* ones on Spark (which `auto` picks for them, and which
+    `--engine duckdb` refuses before running anything)."""
     queries = _doc_queries()
     assert len([q for q, spark_only in queries if not spark_only]) >= 8
     assert len([q for q, spark_only in queries if spark_only]) >= 3
-    con = fastsql.connect(sample)
+    con = fastsql.connect(spark_tables)
     for query, spark_only in queries:
         if spark_only:
-            assert fastsql.fast_path_reason(sample, query) is not None
-            continue
-        assert fastsql.fast_path_reason(sample, query) is None, query
-        con.execute(query).fetchall()
+            assert fastsql.fast_path_reason(spark_tables, query) is not None, query
+            with pytest.raises(fastsql.NeedsSpark):
+                fastsql.run_sql(spark_tables, query, out=io.StringIO())
+        else:
+            assert fastsql.fast_path_reason(spark_tables, query) is None, query
+            assert con.execute(query).fetchall(), f"DuckDB: no rows from\n{query}"
+        assert spark.sql(query).limit(1).collect(), f"Spark: no rows from\n{query}"
+
+
+def _cli(args, cfg, **env):
+    e = dict(os.environ, RECRAWL_CRAWL__HOME=cfg.home, RECRAWL_SPARK__SHUFFLE_PARTITIONS="2")
+    e.update(env)
+    return subprocess.run([sys.executable, "-m", "recrawl.cli", *args], capture_output=True,
+                          text=True, env=e, timeout=300)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["auto", "duckdb", "spark"])
+def test_a_mistyped_table_is_one_line_on_stderr(sample, engine):
+    out = _cli(["sql", "--engine", engine, "SELECT url FROM crawl.crawldbb"], sample)
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert len(out.stderr.splitlines()) == 1, out.stderr
+    assert out.stderr.startswith("crawler sql: error: ") and "crawldbb" in out.stderr
+    if engine == "spark":
+        assert "[TABLE_OR_VIEW_NOT_FOUND]" in out.stderr
+
+
+@pytest.mark.spark
+def test_auto_sends_spark_only_statements_to_spark_with_one_note(sample):
+    out = _cli(["sql", "--format", "csv", "DESCRIBE HISTORY crawl.crawldb; "
+                "SELECT count(*) AS n FROM crawl.crawldb VERSION AS OF 1"], sample)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [
+        "crawler sql: using Spark (uses Delta table history (DESCRIBE HISTORY))"]
+    history, count = out.stdout.split("\n\n")
+    assert history.startswith("version,timestamp,") and len(history.splitlines()) == 4  # 3 writes
+    first_round_urls = sum(1 for c in CRAWLDB if c[1] == 0)
+    assert count.split() == ["n", str(first_round_urls)]
+
+
+@pytest.mark.spark
+def test_global_flags_work_after_the_verb(sample):
+    out = _cli(["sql", "SELECT count(*) AS n FROM other.crawldb", "--format", "csv",
+                "--set", "crawl.database=other"], sample)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["n", "19"]

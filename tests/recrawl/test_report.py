@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 import pytest
 
 from recrawl import analytics, fastsql, report
+from tests.chromium import chromium_or_skip
 from tests.sample_crawl import EXPECTED, NOW, SLOW, XSS_TITLE, config_for, sample_home
 
 
@@ -78,7 +79,12 @@ def test_duplicates_change_rates_freshness_pagerank(con):
     assert clusters[0]["canonical_url"].endswith("/p1") and clusters[1]["rounds"] == 2
     dist = analytics.change_rate_distribution(con)
     assert sum(b["urls"] for b in dist) == len(analytics.change_rates(con)) == 12
-    assert dist[-1] == {"bucket": "≥ 3/d", "low": 3.0, "high": None, "urls": 1}
+    fast = [r[0] / 86400 for r in con.execute(
+        "SELECT fetch_interval_s FROM crawldb WHERE change_rate >= 3").fetchall()]
+    assert dist[-1] == {"bucket": "≥ 3/d", "low": 3.0, "high": None, "urls": 1,
+                        "median_interval_d": pytest.approx(fast[0])}
+    for b in dist:  # the interval chosen per bucket: every bucket with URLs has one
+        assert (b["median_interval_d"] is None) == (b["urls"] == 0)
     fresh = {b["bucket"]: b["urls"] for b in analytics.freshness(con)}
     assert fresh["never"] == 7 and sum(fresh.values()) == EXPECTED["urls"]
     top = analytics.top_pages_by_pagerank(con, top=3)
@@ -91,10 +97,22 @@ def test_duplicates_change_rates_freshness_pagerank(con):
 
 def test_empty_crawl_home_gives_empty_answers_and_a_report(tmp_path):
     cfg = config_for(tmp_path / "empty")
-    con = fastsql.connect(cfg)
+    with pytest.raises(fastsql.FastPathError, match="RECRAWL_CONFIG"):
+        fastsql.connect(cfg)  # a notebook without the crawl's home: said at once, in one line
+    con = fastsql.connect(cfg, allow_empty=True)
     assert analytics.rounds_overview(con) == [] and analytics.summary(con) == {}
     page = report.build_report(con, home=cfg.home)
     assert page.count("No data yet.") >= 8
+    # every empty chart says why and what to run, and so does every section
+    charts = re.findall(r'<figure class="chart empty"[^>]*><p>(.*?)</p>', page)
+    assert len(charts) >= 8 and all(len(note) > len("No data yet. ") for note in charts), charts
+    sections = re.findall(r'<section id="([^"]+)">(.*?)</section>', page)
+    assert len(sections) >= 10
+    for sid, html in sections:
+        assert "<code>crawler " in html or "No duplicates found" in html \
+            or "No host pushed back" in html, sid
+    assert "No PageRank scores yet: run <code>crawler pagerank</code>" in page
+    assert "<code>crawler round --date DATE</code>" in page
 
 
 def test_report_on_a_home_without_tables_is_a_one_line_error(tmp_path):
@@ -153,18 +171,8 @@ class _Bars(HTMLParser):
                 self.external.append((tag, key, a[key]))
 
 
-def _chromium() -> str:
-    exe = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")
-                if shutil.which(n)), None)
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("chromium is missing in CI: scripts/test.sh installs Debian's chromium")
-        pytest.skip("chromium not installed (apt-get install -y chromium; scripts/test.sh does it)")
-    return exe
-
-
 def _browser(args, profile, timeout=120):
-    exe = _chromium()
+    exe = chromium_or_skip()
     cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--disable-sync", "--no-first-run",
            "--disable-dev-shm-usage", "--hide-scrollbars", f"--user-data-dir={profile}", *args]

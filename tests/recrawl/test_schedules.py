@@ -331,3 +331,42 @@ def test_freshness_benchmark_smoke(capsys, monkeypatch):
     assert mod.main(["--pages", "150", "--days", "16", "--budget", "30", "--warmup", "4"]) == 0
     out = capsys.readouterr().out
     assert "fixed (Nutch default)" in out and "optimal, est. rates" in out
+
+
+# --- discovery vs revisits --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("slots", "share", "frontier", "want"),
+    [
+        (1000, 0.2, 4544, 200),  # the issue #16 case: a fifth of the round for the frontier
+        (1000, 0.2, 50, 50),     # never more than the frontier holds
+        (1000, 0.2, 0, 0),       # an exhausted frontier reserves nothing
+        (10, 0.25, 100, 3),      # rounded up: a share > 0 always reserves a slot
+        (5, 0.2, 100, 1),
+        (1000, 0.0, 100, 0),
+        (1000, 1.0, 100, 100),
+        (0, 0.5, 100, 0),
+    ],
+)
+def test_discovery_slots(slots, share, frontier, want):
+    from recrawl.schedules import discovery_slots
+
+    assert discovery_slots(slots, share, frontier) == want
+
+
+def test_revisit_budget_is_what_discovery_leaves():
+    from recrawl.schedules import revisit_budget
+
+    assert revisit_budget(1000, 0.2, 4544) == 800
+    assert revisit_budget(1000, 0.2, 30) == 970
+    assert revisit_budget(1000, 0.2, 0) == 1000  # frontier exhausted: all to revisits
+    assert revisit_budget(2.5, 0.5, 10) == 0.5
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.01, float("nan")])
+def test_discovery_share_out_of_range_is_an_error(share):
+    from recrawl.schedules import discovery_slots
+
+    with pytest.raises(ValueError, match="discovery share"):
+        discovery_slots(10, share, 10)

@@ -28,7 +28,7 @@ def test_s3a_jars_are_kept_off_spark_jars(tmp_path):
 def test_missing_s3a_jars_say_what_to_run(tmp_path):
     for name in DELTA:
         (tmp_path / name).write_bytes(b"")
-    with pytest.raises(EnvironmentProblem, match="s3a jars .* missing.*scripts/setup.sh"):
+    with pytest.raises(EnvironmentProblem, match="s3a jars .* missing.*scripts/setup.sh --s3a"):
         find_s3a_jars(cfg_with(tmp_path))
 
 

@@ -272,3 +272,21 @@ def test_trivial_changes_only_touch_a_timestamp(web: SimWeb, client: Client) -> 
     assert b0 != b3 and h0["etag"] != h3["etag"]
     strip = re.compile(rb"Generated on [0-9-]+\.")
     assert strip.sub(b"", b0) == strip.sub(b"", b3)
+
+
+def test_web_rate_mix_spans_orders_of_magnitude() -> None:
+    """rates="web": most pages change rarely, a minority daily or faster (Cho & Garcia-Molina
+    2000's mix), rates over about three decades; next_change agrees with version()."""
+    web = SimWeb(seed=5, n_sites=10, pages_per_site=100, rates="web")
+    t = web.world
+    clocks = [h.clock(p) for h in t.sites for p in h.pages()]
+    rates = sorted(c.rate for c in clocks)
+    n = len(rates)
+    daily = sum(r >= 1.0 for r in rates) / n
+    rare = sum(r <= 1 / 30 for r in rates) / n  # a month or slower
+    assert 0.10 < daily < 0.30 and rare > 0.40
+    assert rates[-1] / rates[0] > 1000
+    c = max(clocks, key=lambda c: c.rate)
+    e = c.next_change(3.0)
+    assert 3.0 < e < 3.0 + 10 and c.version(e) == c.version(3.0) + 1
+    assert SimWeb(seed=5, n_sites=1, pages_per_site=5).world.sites[0].clock("/").rate <= 0.1

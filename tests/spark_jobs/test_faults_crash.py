@@ -297,7 +297,10 @@ def test_every_referenced_warc_is_complete_and_no_partial_is_referenced(spark, c
     assert not names & set(crash["open_left"])
     assert not any(n.startswith(o.split("-p")[0]) for o in crash["open_left"] for n in names)
     on_disk = {str(p) for p in Path(cfg.home, "warc").rglob("*") if p.is_file()}
-    assert on_disk == referenced  # the killed attempt's partial files are gone
+    index = Path(cfg.home, "warc", crash["rid"], "index.cdxj")  # the round's CDXJ index
+    assert on_disk == referenced | {str(index)}  # the killed attempt's partial files are gone
+    indexed = {json.loads(line.split(" ", 2)[2])["filename"] for line in index.read_text().splitlines()}
+    assert indexed and indexed <= names  # the index names surviving WARCs only
     assert not Path(cfg.home, "staging", "fetch", crash["rid"]).exists()
 
 

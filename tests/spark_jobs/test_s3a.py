@@ -210,6 +210,15 @@ def test_round_on_s3a(s3, tmp_path):
     assert len(fetched) == 2  # the two seeds (their outlinks are the next round's)
     warc_keys = {k for k in keys if k.startswith("home/warc/")}
     assert warc_keys and not any(k.endswith(".open") for k in warc_keys)
+    # beside the WARCs, the round's CDXJ index (written through fetcher.storage): a line per
+    # response, naming the WARC object's base name and the record's offset
+    index_keys = {k for k in warc_keys if k.endswith("/index.cdxj")}
+    assert len(index_keys) == 1
+    warc_keys -= index_keys
+    cdxj = client.get_object(Bucket=BUCKET, Key=index_keys.pop())["Body"].read().decode()
+    lines = [json.loads(line.split(" ", 2)[2]) for line in cdxj.splitlines()]
+    assert {(e["filename"], int(e["offset"])) for e in lines} >= {
+        (r["warc_file"].rsplit("/", 1)[1], r["warc_offset"]) for r in fetched}
     referenced = set()
     for r in fetched:
         assert r["warc_file"].startswith(f"s3a://{BUCKET}/home/warc/"), r

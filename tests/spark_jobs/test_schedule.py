@@ -146,3 +146,52 @@ def test_optimal_with_only_duplicates_fetched_gives_them_the_longest_interval(sp
     counts = _schedule(spark, cfg)
     assert counts["scheduled"] == 1 and counts["population"] == 0
     assert _rows(spark, cfg)["http://a.test/dup"]["fetch_interval_s"] == 30 * DAY
+
+
+def test_optimal_plans_revisits_with_what_the_discovery_reserve_leaves(spark, cfg):
+    from recrawl.schedules import ChangeRateOptimalSchedule
+
+    cfg = cfg.with_overrides({"schedule.policy": "optimal", "schedule.daily_budget": 3,
+                              "generate.discovery_share": 0.4})
+    frontier = [
+        _row(f"http://a.test/frontier{i}", None, None, status="unfetched", last_round=None,
+             last_fetch_time=None, fetch_count=0)
+        for i in range(5)
+    ]
+    _crawldb(spark, cfg, ROWS + frontier)
+    counts = _schedule(spark, cfg)
+    after = _rows(spark, cfg)
+    # ceil(0.4 x 3) = 2 of the 3 daily fetches are the frontier's: revisits plan with 1
+    assert counts["frontier"] == 5 and counts["budget_per_day"] == 1
+    prior = GammaPrior(0.1, 2.0)
+    rates = {u: estimate_from_history(r["change_history"], prior) for u, r in after.items()}
+    rates["http://a.test/old"] = 0.5
+    expected = ChangeRateOptimalSchedule(daily_budget=1).allocate(
+        [(u, rates[u], None) for u in ("http://a.test/fast", "http://a.test/slow",
+                                        "http://a.test/new", "http://a.test/old")]
+    )
+    for url in ("http://a.test/fast", "http://a.test/slow", "http://a.test/new"):
+        assert after[url]["fetch_interval_s"] == pytest.approx(expected[url] * DAY, abs=1)
+    for row in frontier:  # the frontier is generate's, never scheduled here
+        assert after[row["url"]]["scheduled_round"] is None
+
+
+def test_oracle_rates_replace_the_estimate(spark, cfg, tmp_path):
+    """schedule.oracle_rates (benchmarks only): listed URLs get the given rate, and the optimal
+    allocation follows it; unlisted URLs keep the estimate."""
+    import json
+
+    oracle = tmp_path / "oracle.json"
+    # the opposite of what the histories say: "slow" is really fast, "fast" really slow
+    oracle.write_text(json.dumps({"http://a.test/slow": 3.0, "http://a.test/fast": 0.002}))
+    cfg = cfg.with_overrides({"schedule.policy": "optimal", "schedule.daily_budget": 3,
+                              "schedule.oracle_rates": str(oracle)})
+    _crawldb(spark, cfg, ROWS[:3])
+    _schedule(spark, cfg)
+    after = _rows(spark, cfg)
+    assert after["http://a.test/slow"]["change_rate"] == 3.0
+    assert after["http://a.test/fast"]["change_rate"] == 0.002
+    new = after["http://a.test/new"]
+    assert new["change_rate"] == pytest.approx(estimate_from_history(None, GammaPrior(0.1, 2.0)))
+    assert after["http://a.test/slow"]["fetch_interval_s"] < after["http://a.test/fast"][
+        "fetch_interval_s"]

@@ -1,0 +1,186 @@
+"""Where a small round's time goes: wall seconds and Spark jobs per step, with the jobs named.
+
+    .venv/bin/python benchmarks/round_cost.py [--sites 4 --pages 25 --rounds 3 --top 12]
+    .venv/bin/python benchmarks/round_cost.py --variant spark.sql.codegen.wholeStage=false
+
+With `--variant KEY=VALUE` (Spark SQL settings, repeatable) the same rounds run twice in the one
+session, on two crawl homes, step by step alternately: the baseline configuration, then the
+variant (set before and unset after each of its steps), so both see the same machine load; the
+table then shows the two side by side.
+
+Runs inject and a few rounds of the real steps (one Spark session, as `crawler round` does) over
+the simulated web, the demo's configuration, and prints per step: wall seconds, Spark jobs, and
+the job descriptions that cost the most time summed over the run (Delta names its internal jobs,
+e.g. "Delta: Compute snapshot for version: 3"; the others are named by their call site). The
+fetch step's floor is the politeness limit: the slowest host's requests x its delay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+
+def _jobs(spark) -> list[tuple[int, str, float]]:
+    """(job id, description, seconds) of every job the driver still remembers."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    out = []
+    jobs = store.jobsList(None)  # a Scala Seq; None is a null status filter (all jobs)
+    for i in range(jobs.size()):
+        job = jobs.apply(i)
+        desc = job.description()
+        name = str(desc.get()) if desc.isDefined() else str(job.name())
+        sub, done = job.submissionTime(), job.completionTime()
+        secs = (done.get().getTime() - sub.get().getTime()) / 1000 if sub.isDefined() and done.isDefined() else 0.0
+        out.append((int(job.jobId()), name, secs))
+    return out
+
+
+def _label(name: str) -> str:
+    """Group job names: drop versions, round ids and paths so the same operation adds up."""
+    name = re.sub(r"version: ?\d+", "version N", name)
+    name = re.sub(r"(file|s3a?):/\S+", "<path>", name)
+    name = re.sub(r"\d{4}-\d\d-\d\d\S*", "<date>", name)
+    return name.split("\n")[0][:90]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sites", type=int, default=4)
+    ap.add_argument("--pages", type=int, default=25)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--top", type=int, default=12, help="job groups to list per step")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="configuration override, e.g. spark.shuffle_partitions=2")
+    ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
+                    help="Spark SQL setting of a second crawl run side by side with the baseline")
+    args = ap.parse_args(argv)
+    if args.variant:
+        return compare(args)
+
+    from recrawl.cli import run_step
+    from recrawl.demo import demo_config
+    from recrawl.rounds import STEPS, parse_date, round_id_for
+    from recrawl.spark import get_spark
+    from recrawl.tables import init_tables
+    from simweb import SimWeb
+    from spark_jobs import inject
+
+    overrides = dict(kv.split("=", 1) for kv in args.set)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp, SimWeb(seed=7, n_sites=args.sites,
+                                                      pages_per_site=args.pages) as web:
+        cfg = demo_config(tmp, **{"spark.extra": {"spark.ui.retainedJobs": "100000"}})
+        if overrides:
+            cfg = cfg.with_overrides(overrides, "--set")
+        spark = get_spark(cfg, "round-cost")
+        print(f"session start: {time.perf_counter() - t0:.1f} s")
+        seen: set[int] = set()
+        groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+
+        def account(step: str, started: float) -> str:
+            wall = time.perf_counter() - started
+            new = [j for j in _jobs(spark) if j[0] not in seen]
+            seen.update(j[0] for j in new)
+            for _, name, secs in new:
+                groups[step][_label(name)].append(secs)
+            return f"{wall:6.1f} s {len(new):4d} jobs ({sum(s for _, _, s in new):5.1f} s in jobs)"
+
+        s = time.perf_counter()
+        init_tables(spark, cfg)
+        seeds = f"{tmp}/seeds.txt"
+        with open(seeds, "w") as f:
+            f.write("\n".join(web.seed_urls()) + "\n")
+        start = parse_date("2026-11-01")
+        inject.run(spark, cfg, seeds, start)
+        print(f"init+inject      {account('init+inject', s)}")
+        for i in range(args.rounds):
+            logical = start + dt.timedelta(days=i)
+            web.set_day(i)
+            rid = round_id_for(cfg, logical)
+            r0 = time.perf_counter()
+            for step in STEPS:
+                s = time.perf_counter()
+                counts = run_step(spark, cfg, step, rid, logical)
+                extra = f" generated={counts['generated']}" if step == "generate" else ""
+                print(f"round {i} {step:9s} {account(step, s)}{extra}")
+            print(f"round {i} total    {time.perf_counter() - r0:6.1f} s")
+        print(f"\njob groups by time summed over the run (top {args.top} per step):")
+        for step, named in groups.items():
+            print(f"[{step}]")
+            ranked = sorted(named.items(), key=lambda kv: -sum(kv[1]))[: args.top]
+            for name, secs in ranked:
+                print(f"  {sum(secs):6.1f} s {len(secs):4d}x  {name}")
+        spark.stop()
+    return 0
+
+
+def compare(args) -> int:
+    """Baseline and variant, step by step alternately, on two homes over one simulated web."""
+    from recrawl.cli import run_step
+    from recrawl.demo import demo_config
+    from recrawl.rounds import STEPS, parse_date, round_id_for
+    from recrawl.spark import get_spark
+    from recrawl.tables import init_tables
+    from simweb import SimWeb
+    from spark_jobs import inject
+
+    variant = dict(kv.split("=", 1) for kv in args.variant)
+    overrides = dict(kv.split("=", 1) for kv in args.set)
+    with tempfile.TemporaryDirectory() as tmp, SimWeb(seed=7, n_sites=args.sites,
+                                                      pages_per_site=args.pages) as web:
+        cfgs = []
+        for name in ("base", "variant"):
+            cfg = demo_config(f"{tmp}/{name}", **{"spark.extra": {"spark.ui.retainedJobs": "100000"}})
+            cfgs.append(cfg.with_overrides(overrides, "--set") if overrides else cfg)
+        spark = get_spark(cfgs[0], "round-cost")
+        seen = {j[0] for j in _jobs(spark)}
+        seeds = f"{tmp}/seeds.txt"
+        with open(seeds, "w") as f:
+            f.write("\n".join(web.seed_urls()) + "\n")
+        start = parse_date("2026-11-01")
+
+        def timed(which: int, fn) -> tuple[float, int]:
+            saved = {k: spark.conf.get(k, None) for k in variant}
+            if which:
+                for k, v in variant.items():
+                    spark.conf.set(k, v)
+            try:
+                t = time.perf_counter()
+                fn()
+                wall = time.perf_counter() - t
+            finally:
+                for k, v in saved.items():
+                    spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+            new = [j for j in _jobs(spark) if j[0] not in seen]
+            seen.update(j[0] for j in new)
+            return wall, len(new)
+
+        for which, cfg in enumerate(cfgs):
+            timed(which, lambda cfg=cfg: (init_tables(spark, cfg), inject.run(spark, cfg, seeds, start)))
+        print(f"variant: {variant}")
+        print(f"{'round step':18s} {'base s':>8s} {'jobs':>5s} {'variant s':>10s} {'jobs':>5s}")
+        totals = [[0.0, 0], [0.0, 0]]
+        for i in range(args.rounds):
+            logical = start + dt.timedelta(days=i)
+            web.set_day(i)
+            rid = round_id_for(cfgs[0], logical)
+            for step in STEPS:
+                res = [timed(w, lambda c=c, s=step, r=rid, d=logical: run_step(spark, c, s, r, d))
+                       for w, c in enumerate(cfgs)]
+                for t, r in zip(totals, res, strict=True):
+                    t[0] += r[0]
+                    t[1] += r[1]
+                print(f"{i} {step:16s} {res[0][0]:8.1f} {res[0][1]:5d} {res[1][0]:10.1f} {res[1][1]:5d}")
+        print(f"{'total':18s} {totals[0][0]:8.1f} {totals[0][1]:5d} {totals[1][0]:10.1f} {totals[1][1]:5d}")
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""A real Airflow deployment for a test module: API server, scheduler and DAG processor.
+
+Each component is its own `.venv-airflow/bin/airflow ...` process (what `airflow standalone`
+starts, minus the triggerer: no task here defers), with a throw-away AIRFLOW_HOME configured by
+the project's own `scripts/setup_airflow.sh` (LocalExecutor, SQLite metadata DB — Airflow 3 runs
+the LocalExecutor on SQLite —, the simple auth manager with everyone admin, the `crawl_tables`
+pool), the repository's dags/ and the environment the caller gives (RECRAWL_CONFIG), which task
+processes inherit from the scheduler. The REST API is called as a script would: a JWT from
+`GET /auth/token` (the all-admins mode of the simple auth manager needs no credentials), sent
+as a Bearer header. Every process starts in its own session, so stopping a component also stops
+the task processes and Spark drivers it started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tests.dags.airflow_helpers import AIRFLOW_BIN, ROOT, airflow_env
+
+T = TypeVar("T")
+COMPONENTS = ("api-server", "scheduler", "dag-processor")
+TERMINAL = {"success", "failed"}
+
+
+def free_port(first: int, last: int) -> int:
+    """The first port in [first, last] nobody listens on (helpers and CI share one machine)."""
+    for port in range(first, last + 1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {first}-{last}")
+
+
+class AirflowStack:
+    """Start, call and stop the Airflow components of one AIRFLOW_HOME."""
+
+    def __init__(self, home: Path, port: int, extra_env: dict[str, str]) -> None:
+        self.home = home
+        self.port = port
+        self.base = f"http://127.0.0.1:{port}"
+        self.env = airflow_env(
+            home, **extra_env,
+            AIRFLOW__API__PORT=str(port), AIRFLOW__API__BASE_URL=self.base,
+            AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.base}/execution/",
+            # Two cores shared with Spark: one parsing process, and DAG files re-read rarely.
+            AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES="1",
+            AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL="120",
+        )
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.token = ""
+
+    def start(self, timeout: float = 600) -> None:
+        """setup_airflow.sh into this home, then the components; returns once the DAGs are loaded."""
+        setup = subprocess.run(["bash", str(ROOT / "scripts" / "setup_airflow.sh")], env=self.env, cwd=ROOT,
+                               capture_output=True, text=True, timeout=timeout)
+        if setup.returncode != 0:
+            raise RuntimeError(f"setup_airflow.sh failed:\n{(setup.stdout + setup.stderr)[-3000:]}")
+        for name in COMPONENTS:
+            with open(self.home / f"{name}.out", "w", encoding="utf-8") as out:
+                self.procs[name] = subprocess.Popen(
+                    [str(AIRFLOW_BIN / "airflow"), name], env=self.env, cwd=ROOT,
+                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.wait_for("the API server", self._token, timeout)
+
+    def _token(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base}/auth/token", timeout=10) as resp:
+                self.token = json.loads(resp.read())["access_token"]
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            return False
+        return True
+
+    def api(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
+        """Call the REST API (`/api/v2/...`); the decoded JSON answer."""
+        req = urllib.request.Request(
+            self.base + path, method=method, data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                status, text = resp.status, resp.read().decode()
+        except urllib.error.HTTPError as e:
+            status, text = e.code, e.read().decode()
+        if status not in ok:
+            raise AssertionError(f"{method} {path}: HTTP {status}: {text[:2000]}")
+        return json.loads(text) if text else None
+
+    def dag_runs(self, dag_id: str) -> list[dict]:
+        """Every run of a DAG, oldest logical date first (what the UI's runs page lists)."""
+        out = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=run_after")
+        return out["dag_runs"]
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+        from urllib.parse import quote
+
+        out = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances?limit=100")
+        return out["task_instances"]
+
+    def alive(self) -> None:
+        """Fail at once when a component died (instead of waiting for a timeout)."""
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise RuntimeError(f"airflow {name} exited with {proc.returncode}:\n{self.output(name)}")
+
+    def output(self, name: str, chars: int = 4000) -> str:
+        path = self.home / f"{name}.out"
+        return path.read_text(encoding="utf-8", errors="replace")[-chars:] if path.exists() else ""
+
+    def wait_for(self, what: str, probe: Callable[[], T], timeout: float, every: float = 3.0) -> T:
+        """Poll `probe` until it returns something truthy; a deadline only to stop a hung run."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.alive()
+            value = probe()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"gave up waiting for {what} after {timeout:.0f}s; scheduler log:\n"
+                                   f"{self.output('scheduler')}")
+            time.sleep(every)
+
+    def stop(self) -> None:
+        """SIGTERM each component's process group (tasks, crawler drivers, JVMs), SIGKILL leftovers."""
+        for proc in self.procs.values():
+            _signal_group(proc, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(proc, signal.SIGKILL)  # whatever of the group outlived the leader
+            proc.wait(timeout=30)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass

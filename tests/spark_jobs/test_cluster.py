@@ -1,0 +1,399 @@
+"""A real Spark standalone cluster on 127.0.0.1: the crawl through the `crawler` CLI, then a fault.
+
+One cluster for the module: a master and two workers (1 core each) started from pyspark's own
+`bin/spark-class`, each its own process group, work folder and current directory, in a bare
+environment (PATH=/usr/bin:/bin, no PYSPARK_PYTHON, no PYTHONPATH) in which `python3 -c
+"import fetcher"` fails -- checked first. So every executor gets the project's dependencies from
+the environment archive (scripts/pack_env.sh, `spark.archives`) and its code from the zip the
+driver ships (`spark.submit.pyFiles`), as on a cluster of other machines (recrawl/cluster.py).
+Tables and WARCs are on s3a:// (moto's S3 server, test_s3a.py's fixture).
+
+* ``test_crawl_on_the_cluster``: `crawler init`, `inject`, two `round`s as subprocesses (each
+  its own Spark application) and `pagerank` through scripts/spark_submit.sh (client mode),
+  then: every fetch row was fetched by an executor (never "driver"), zero politeness and
+  robots violations in simweb's log, every fetch row points at a readable WARC record in the
+  bucket, and the same rows and statuses per URL as the same crawl in `local[*]` (run in this
+  process's Spark session, on the same web).
+* ``test_executor_killed_mid_fetch``: a third round; once the fetch's first requests reach the
+  web, one executor holding a fetch task is killed with SIGKILL. Spark runs the task again on
+  another executor; the round still ends with zero politeness violations across both attempts,
+  one fetches row per URL, the killed executor in no row, and every referenced WARC readable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from io import BytesIO
+from pathlib import Path
+
+import pytest
+
+from tests.spark_jobs.test_s3a import BUCKET, s3, spark_extra  # noqa: F401 (s3 is a fixture)
+
+# Each `crawler` call is a Spark application (driver JVM, two executors unpacking the archive):
+# minutes on a loaded 2-core machine.
+pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(2700)]
+
+ROOT = Path(__file__).resolve().parents[2]
+# This helper's port range (master, its web UI, workers, driver and block manager ports).
+MASTER_PORT, MASTER_UI, DRIVER_UI = 17077, 17080, 17040
+WORKER_PORTS, WORKER_UIS = (17091, 17092), (17081, 17082)
+DATES = ("2026-11-01", "2026-11-02", "2026-11-03")
+MIN_DELAY = 0.4
+
+
+def _java_home() -> str:
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    java = shutil.which("java")
+    assert java, "java not found"
+    return str(Path(os.path.realpath(java)).parent.parent)
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def bare_env(home: Path, s3_env: dict) -> dict[str, str]:
+    """What a worker machine has: Java, Spark, S3 credentials; no project, no venv."""
+    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+            "JAVA_HOME": _java_home(), "SPARK_HOME": str(_spark_home()),
+            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1", **s3_env}
+
+
+def _ui_json(port: int) -> dict:
+    import json
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(f"http://127.0.0.1:{port}/json/", timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop a daemon and everything it started (its executors share its process group)."""
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, s3):  # noqa: F811 (test_s3a's moto fixture)
+    base = tmp_path_factory.mktemp("cluster")
+    env = bare_env(base, s3["env"])
+    # The project must not be importable where executors start: that is what the archive and
+    # the code zip are for.
+    probe = subprocess.run(["python3", "-c", "import fetcher"], env=env, cwd=base,
+                           capture_output=True, text=True, timeout=60)
+    assert probe.returncode != 0 and "fetcher" in probe.stderr, probe
+    spark_class = str(_spark_home() / "bin" / "spark-class")
+    procs: list[subprocess.Popen] = []
+
+    def start(name: str, args: list[str], opts_var: str) -> Path:
+        folder = base / name
+        folder.mkdir()
+        penv = dict(env, SPARK_LOG_DIR=str(folder), SPARK_DAEMON_MEMORY="256m",
+                    **{opts_var: "-Dspark.master.rest.enabled=false"})
+        with open(folder / "out.log", "wb") as log:
+            procs.append(subprocess.Popen([spark_class, *args], cwd=folder, env=penv,
+                                          stdout=log, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+        return folder
+
+    master = f"spark://127.0.0.1:{MASTER_PORT}"
+    try:
+        start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                         "--port", str(MASTER_PORT), "--webui-port", str(MASTER_UI)],
+              "SPARK_MASTER_OPTS")
+        workers = []
+        for i, (port, ui) in enumerate(zip(WORKER_PORTS, WORKER_UIS, strict=True)):
+            folder = start(f"worker{i}", [
+                "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port",
+                str(port), "--webui-port", str(ui), "--cores", "1", "--memory", "1g",
+                "--work-dir", str(base / f"worker{i}" / "work"), master], "SPARK_WORKER_OPTS")
+            workers.append({"proc": procs[-1], "dir": folder})
+        deadline = time.monotonic() + 240
+        while True:
+            try:
+                if _ui_json(MASTER_UI).get("aliveworkers") == 2:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the standalone cluster did not come up"
+            assert all(p.poll() is None for p in procs), "a cluster daemon exited"
+            time.sleep(1)
+        yield {"master": master, "workers": workers, "base": base, "s3": s3}
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+
+
+@pytest.fixture(scope="module")
+def web(cluster):
+    from simweb import SimWeb
+
+    w = SimWeb(seed=7, n_sites=2, pages_per_site=6,
+               log_path=str(cluster["base"] / "server-log.jsonl"))
+    w.start()
+    try:
+        yield w
+    finally:
+        w.stop()
+
+
+def crawl_overrides() -> dict:
+    return {"generate.partitions": 2, "spark.shuffle_partitions": 2,
+            "generate.max_per_host": 8, "fetcher.min_delay_s": MIN_DELAY,
+            "fetcher.time_budget_s": 60.0, "parse.extract_text": False}
+
+
+def cluster_config(cluster, ui_port: int | None = None) -> Path:
+    """The configuration file an operator would write for this cluster (with the driver's web
+    UI and REST API on `ui_port`, if given)."""
+    from recrawl.airflow_demo import config_toml
+    from recrawl.demo import demo_config
+
+    extra = dict(spark_extra(cluster["s3"]["endpoint"]))
+    extra.update({"spark.ui.enabled": "false", "spark.driver.port": "17100",
+                  "spark.blockManager.port": "17110", "spark.port.maxRetries": "30",
+                  "spark.executor.memory": "768m", "spark.cores.max": "2",
+                  # a lost executor's task is retried, not counted against the job at once
+                  "spark.task.maxFailures": "4"})
+    if ui_port:
+        extra.update({"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)})
+    cfg = demo_config(f"s3a://{BUCKET}/cluster", **crawl_overrides(), **{
+        "spark.master": cluster["master"], "spark.extra": extra})
+    path = cluster["base"] / "recrawl.toml"
+    path.write_text(config_toml(cfg))
+    return path
+
+
+def crawler(cluster, *args: str, wait: bool = True, ui_port: int | None = None):
+    """`python -m recrawl.cli` as an operator runs it: no PYSPARK_PYTHON, another directory."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")}
+    env.update(cluster["s3"]["env"])
+    env["PYTHONPATH"] = str(ROOT)  # this checkout, not the venv's editable install
+    config = cluster_config(cluster, ui_port)
+    cmd = [sys.executable, "-m", "recrawl.cli", "--config", str(config), *args]
+    if not wait:  # output to a file: a pipe nobody reads would block the crawler once full
+        with open(cluster["base"] / "crawler-bg.log", "wb") as log:
+            return subprocess.Popen(cmd, env=env, cwd=cluster["base"], stdout=log,
+                                    stderr=subprocess.STDOUT)
+    out = subprocess.run(cmd, env=env, cwd=cluster["base"], capture_output=True, text=True,
+                         timeout=900)
+    assert out.returncode == 0, (args, (out.stdout + out.stderr)[-5000:])
+    return out.stdout
+
+
+def spark_submit(cluster, *args: str) -> str:
+    """scripts/spark_submit.sh in client mode; returns its output (the command it ran first)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")}
+    env.update(cluster["s3"]["env"])
+    env.update({"MASTER": cluster["master"], "DEPLOY_MODE": "client", "PYTHONPATH": str(ROOT),
+                "RECRAWL_CONFIG": str(cluster_config(cluster)),
+                "SUBMIT_OPTS": "--conf spark.ui.enabled=false --conf spark.cores.max=2"})
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "spark_submit.sh"), *args], env=env,
+                         cwd=cluster["base"], capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, (args, (out.stdout + out.stderr)[-5000:])
+    return out.stdout + out.stderr
+
+
+def delta_rows(cluster, table: str) -> list[dict]:
+    """A table of the bucket through delta-rs (no JVM)."""
+    from deltalake import DeltaTable
+
+    env = cluster["s3"]["env"]
+    opts = {"AWS_ENDPOINT_URL": cluster["s3"]["endpoint"], "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": env["AWS_ACCESS_KEY_ID"],
+            "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"], "AWS_REGION": "us-east-1",
+            "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    return DeltaTable(f"s3://{BUCKET}/cluster/tables/{table}",
+                      storage_options=opts).to_pyarrow_table().to_pylist()
+
+
+def audit(web, cfg_min_delay: float = MIN_DELAY) -> tuple[list[str], list[str]]:
+    from simweb.audit import politeness_violations, robots_violations
+
+    log = web.request_log()
+    delays = {h: min(web.truth.crawl_delay(h) or 0.0, 5.0) for h in web.hosts()}
+    return (politeness_violations(log, cfg_min_delay, delays),
+            robots_violations(log, web.truth, "recrawlbot"))
+
+
+def check_warcs(client, rows: list[dict]) -> None:
+    """Every row with a WARC record points at a readable record of its URL in the bucket."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    with_record = [r for r in rows if r["warc_file"]]
+    assert with_record
+    for r in with_record:
+        assert r["warc_file"].startswith(f"s3a://{BUCKET}/cluster/warc/"), r
+        key = r["warc_file"].split(f"s3a://{BUCKET}/", 1)[1]
+        end = r["warc_offset"] + r["warc_length"] - 1
+        raw = client.get_object(Bucket=BUCKET, Key=key,
+                                Range=f"bytes={r['warc_offset']}-{end}")["Body"].read()
+        rec = next(iter(ArchiveIterator(BytesIO(raw))))
+        assert rec.rec_type in ("response", "revisit")
+        assert rec.rec_headers.get_header("WARC-Target-URI") == r["warc_target_uri"]
+
+
+def site_seeds(web) -> str:
+    return "\n".join(f"{web.base(h)}/" for h in web.hosts() if h.startswith("site")) + "\n"
+
+
+def local_crawl(spark, web, home: Path) -> list[tuple[str, str, str]]:
+    """The same two rounds in this process's local[*] session: (round, url, status) rows."""
+    from recrawl.cli import run_step
+    from recrawl.demo import demo_config
+    from recrawl.rounds import STEPS, parse_date, round_id_for
+    from recrawl.tables import init_tables, read
+    from spark_jobs import inject
+
+    cfg = demo_config(home, **crawl_overrides())
+    init_tables(spark, cfg)
+    seeds = home / "seeds.txt"
+    seeds.write_text(site_seeds(web))
+    inject.run(spark, cfg, str(seeds), parse_date(DATES[0]))
+    for day, date in enumerate(DATES[:2]):
+        web.set_day(day)
+        logical = parse_date(date)
+        for step in STEPS:
+            run_step(spark, cfg, step, round_id_for(cfg, logical), logical)
+    return sorted((r["round_id"], r["url"], r["fetch_status"])
+                  for r in read(spark, cfg, "fetches").collect())
+
+
+def test_crawl_on_the_cluster(cluster, web, spark, tmp_path):
+    web.reset_state()
+    seeds = cluster["base"] / "seeds.txt"
+    seeds.write_text(site_seeds(web))
+    t0 = time.monotonic()
+    crawler(cluster, "init")
+    crawler(cluster, "inject", str(seeds), "--date", DATES[0])
+    for day, date in enumerate(DATES[:2]):
+        web.set_day(day)
+        crawler(cluster, "round", "--date", date)
+    print(f"cluster: init, inject, two rounds {time.monotonic() - t0:.0f} s", flush=True)
+
+    fetches = delta_rows(cluster, "fetches")
+    # every fetch partition ran in an executor process
+    executors = {r["executor_id"] for r in fetches}
+    assert executors and "driver" not in executors and "unknown" not in executors
+    rounds = {r["round_id"]: dict(r["counts"]) for r in delta_rows(cluster, "rounds")}
+    assert sorted(rounds) == ["20261101", "20261102"]
+    assert all(c["fetch.executors"] >= 1 for c in rounds.values())
+    # the server's view: polite, robots obeyed
+    politeness, robots = audit(web)
+    assert politeness == [] and robots == []
+    check_warcs(cluster["s3"]["client"], fetches)
+
+    # the last step through spark-submit in client mode (docs/cluster.md, "spark-submit")
+    t0 = time.monotonic()
+    submitted = spark_submit(cluster, "pagerank", "--date", DATES[1])
+    assert "--deploy-mode client" in submitted and "--archives" in submitted
+    assert len(delta_rows(cluster, "scores")) > 0
+    print(f"cluster: pagerank through spark-submit {time.monotonic() - t0:.0f} s", flush=True)
+
+    # the same crawl in local[*], on the same web: the same rows and statuses per URL
+    mark = len(web.request_log())
+    web.reset_state()
+    t0 = time.monotonic()
+    local = local_crawl(spark, web, tmp_path / "local")
+    print(f"local[*]: the same crawl {time.monotonic() - t0:.0f} s", flush=True)
+    assert len(web.request_log()) > mark
+    remote = sorted((r["round_id"], r["url"], r["fetch_status"]) for r in fetches)
+    assert remote == local
+    politeness, robots = audit(web)
+    assert politeness == [] and robots == []
+
+
+def _executors_of(worker: subprocess.Popen) -> dict:
+    """executor id -> its CoarseGrainedExecutorBackend process, among the worker's children."""
+    import psutil
+
+    found = {}
+    for p in psutil.Process(worker.pid).children(recursive=True):
+        try:
+            args = p.cmdline()
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            continue  # an executor of an earlier application that has exited (not yet reaped)
+        if "--executor-id" in args:
+            found[args[args.index("--executor-id") + 1]] = p
+    return found
+
+
+def _busy_executors(ui_port: int) -> list[str]:
+    """Executors running a task now, from the driver's REST API (/api/v1)."""
+    apps = _ui_json_path(ui_port, "/api/v1/applications")
+    if not apps:
+        return []
+    executors = _ui_json_path(ui_port, f"/api/v1/applications/{apps[0]['id']}/executors")
+    return [e["id"] for e in executors if e["id"] != "driver" and e["activeTasks"] > 0]
+
+
+def _ui_json_path(port: int, path: str):
+    import json
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
+        return json.loads(resp.read())
+
+
+def test_executor_killed_mid_fetch(cluster, web):
+    mark = len(web.request_log())
+    web.set_day(2)
+    proc = crawler(cluster, "round", "--date", DATES[2], wait=False, ui_port=DRIVER_UI)
+    killed = None
+    try:
+        deadline = time.monotonic() + 1200
+        while killed is None and proc.poll() is None and time.monotonic() < deadline:
+            # the round's fetch tasks are requesting (generate makes no requests): kill an
+            # executor that is running one of them
+            if len(web.request_log()) > mark:
+                try:
+                    busy = _busy_executors(DRIVER_UI)
+                except OSError:
+                    busy = []
+                processes = {}
+                for w in cluster["workers"]:
+                    processes.update(_executors_of(w["proc"]))
+                for eid in busy:
+                    if eid in processes:
+                        processes[eid].send_signal(signal.SIGKILL)
+                        killed, requests_at_kill = eid, len(web.request_log())
+                        break
+            time.sleep(0.2)
+        proc.wait(timeout=1500)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = (cluster["base"] / "crawler-bg.log").read_text(errors="replace")
+    assert killed is not None, "no executor was caught fetching"
+    assert proc.returncode == 0, out[-5000:]
+    assert len(web.request_log()) > requests_at_kill  # the retried task fetched after the kill
+
+    rows = [r for r in delta_rows(cluster, "fetches") if r["round_id"] == "20261103"]
+    fetch_list = [r for r in delta_rows(cluster, "fetch_list") if r["round_id"] == "20261103"]
+    urls = [r["url"] for r in rows]
+    assert len(urls) == len(set(urls)) == len(fetch_list)  # one row per URL
+    assert killed not in {r["executor_id"] for r in rows}  # its task's output was discarded
+    politeness, robots = audit(web)  # across the killed attempt and its retry
+    assert politeness == [] and robots == []
+    check_warcs(cluster["s3"]["client"], rows)
