@@ -76,10 +76,13 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     if not 0.0 <= lookahead < 1.0:
         raise ConfigError(f"generate.due_lookahead_days must be within [0, 1), got {lookahead!r}")
     now_logical = naive_utc(logical)
-    expiry = now_logical - dt.timedelta(days=g["mark_expiry_days"])
     db = read(spark, cfg, "crawldb")
     due_by = now_logical + dt.timedelta(days=lookahead)
     wall_now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    # Marks expire by the wall clock (Nutch's crawl.gen.delay): a round generated minutes ago
+    # holds its URLs whatever its logical date, so a backfill of a month-old day and today's
+    # round never hand out the same URLs while both are open.
+    expiry = wall_now - dt.timedelta(days=g["mark_expiry_days"])
     hosts = read(spark, cfg, "hosts").select(
         "host", "backoff_until", F.coalesce("trap", F.lit(False)).alias("trap")
     )
@@ -241,14 +244,15 @@ def first_rows(df, n: int, order: list):
     return out
 
 
-def open_rounds(rounds: Iterable[tuple[str, dt.date, list[str] | None]], current: str,
+def open_rounds(rounds: Iterable[tuple[str, dt.datetime | None, list[str] | None]], current: str,
                 expiry: dt.datetime) -> list[str]:
-    """Rounds whose fetch lists are still out: generated, not yet applied by updatedb, newer
-    than the mark expiry (Nutch's crawl.gen.delay), other than the round being generated."""
+    """Rounds whose fetch lists are still out: generated, not yet applied by updatedb, started
+    (wall clock, `rounds.started_at`) after the mark expiry (Nutch's crawl.gen.delay), other
+    than the round being generated."""
     return sorted(
-        rid for rid, logical, steps in rounds
+        rid for rid, started, steps in rounds
         if rid != current and "generate" in (steps or []) and "updatedb" not in (steps or [])
-        and logical is not None and logical >= expiry.date()
+        and started is not None and started >= expiry
     )
 
 
@@ -259,10 +263,13 @@ def live_marks(spark, cfg: Config, round_id: str, expiry: dt.datetime):
     crawldb was a MERGE of the whole round, which rewrote every crawldb file (docs/scale.md).
     """
     from recrawl.tables import read
-    from spark_jobs.common import sql_str
+    from spark_jobs.common import naive_utc, sql_str
 
-    rows = read(spark, cfg, "rounds").select("round_id", "logical_date", "steps_done").collect()
-    ids = open_rounds(((r[0], r[1], r[2]) for r in rows), round_id, expiry)
+    # epoch seconds, not the timestamp: collect() would convert it to the driver's local zone
+    rows = read(spark, cfg, "rounds").selectExpr(
+        "round_id", "CAST(started_at AS DOUBLE)", "steps_done").collect()
+    ids = open_rounds(((r[0], None if r[1] is None else naive_utc(dt.datetime.fromtimestamp(r[1], dt.UTC)),
+                        r[2]) for r in rows), round_id, expiry)
     if not ids:
         return None
     return (

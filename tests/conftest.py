@@ -36,7 +36,6 @@ def cfg(tmp_path):
 # last would run alone at the end (longest-processing-time-first keeps the two workers busy
 # together). Seen in CI runs' `--durations` output; the rest keep their alphabetical order.
 LONG_MODULES = (
-    "tests/benchmarks/test_pipeline_freshness.py",
     "tests/spark_jobs/test_cluster.py",
     "tests/dags/test_scheduler.py",
     "tests/spark_jobs/test_faults_crash.py",

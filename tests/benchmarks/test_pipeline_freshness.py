@@ -4,13 +4,17 @@ The real steps over simweb (benchmarks/pipeline_freshness.py) on a small web for
 with a budget that lets both policies hold every page by the end. The comparison at equal
 fetches is issue #16's target; it does not hold yet and is reported as an expected failure
 with the measured numbers (docs/freshness.md).
+
+Marked slow (out of the default run, like the other benchmarks): 8 simulated rounds through
+every step took 11-22 min of CI on two cores, for a comparison that is not met yet. Run it with
+`bash scripts/test.sh -m slow tests/benchmarks/test_pipeline_freshness.py`.
 """
 
 from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 @pytest.mark.timeout(1800)  # ~3 min on two idle cores, more on a shared machine

@@ -245,10 +245,6 @@ def _overlapping_runs(scenario) -> list[dict]:
     return [*_backfill_runs(scenario), *scheduled]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "generate's marks of a round not yet applied by updatedb expire by *logical* time "
-    "(generate.mark_expiry_days = 7): the daily round, a month after the backfill's day, sees the "
-    "backfill round's marks as expired and hands out the same URLs again (docs/airflow.md)"))
 def test_rounds_open_at_the_same_time_hand_out_disjoint_fetch_lists(deployment, scenario):
     runs = _overlapping_runs(scenario)
     # Rounds open at the same time (generated, crawldb not updated yet) got disjoint fetch lists.

@@ -64,14 +64,16 @@ def test_open_rounds_are_generated_not_applied_and_unexpired():
 
     from spark_jobs.generate import open_rounds
 
-    expiry = dt.datetime(2026, 11, 20)
+    # started_at is the wall clock of the round's first step, whatever its logical date
+    expiry = dt.datetime(2026, 11, 20, 12, 0)
     rounds = [
-        ("done", dt.date(2026, 11, 25), ["generate", "fetch", "updatedb"]),
-        ("out", dt.date(2026, 11, 25), ["generate", "fetch"]),
-        ("expired", dt.date(2026, 11, 10), ["generate"]),
-        ("no-generate", dt.date(2026, 11, 25), None),
-        ("current", dt.date(2026, 11, 26), ["generate"]),
-        ("b-out", dt.date(2026, 11, 20), ["generate"]),
+        ("done", dt.datetime(2026, 11, 25), ["generate", "fetch", "updatedb"]),
+        ("out", dt.datetime(2026, 11, 25), ["generate", "fetch"]),
+        ("expired", dt.datetime(2026, 11, 20, 11, 59), ["generate"]),
+        ("no-generate", dt.datetime(2026, 11, 25), None),
+        ("no-start", None, ["generate"]),
+        ("current", dt.datetime(2026, 11, 26), ["generate"]),
+        ("b-out", dt.datetime(2026, 11, 20, 12, 0), ["generate"]),
     ]
     assert open_rounds(rounds, "current", expiry) == ["b-out", "out"]
     assert open_rounds([], "current", expiry) == []
