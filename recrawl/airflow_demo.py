@@ -31,9 +31,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from recrawl.config import Config, load_config
+from recrawl.config import PROJECT_ROOT, Config, load_config
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = PROJECT_ROOT
 CONTROL_HOST = "control.sim.test"
 # DAG params that size a round, and the configuration keys they set (dags/recrawl_airflow).
 ROUND_PARAMS = {

@@ -18,7 +18,7 @@ import os
 import zipfile
 from pathlib import Path
 
-from recrawl.config import Config
+from recrawl.config import PROJECT_ROOT, Config
 
 ARCHIVE_HINT = "run `bash scripts/pack_env.sh` (or `RECRAWL_CLUSTER=1 bash scripts/setup.sh`)"
 DEFAULT_ARCHIVE = ".cache/cluster-env/recrawl-env.tar.gz"
@@ -27,10 +27,6 @@ PACKAGES = ("recrawl", "fetcher", "spark_jobs", "simweb")
 ENV_ALIAS = "env"
 EXECUTOR_PYTHON = f"./{ENV_ALIAS}/bin/python"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-
-
-def _project_root() -> Path:
-    return Path(__file__).resolve().parent.parent
 
 
 def is_local(master: str) -> bool:
@@ -56,7 +52,7 @@ def python_archive(cfg: Config) -> str | None:
     if not value:
         return None
     if value == "auto":
-        path = _project_root() / DEFAULT_ARCHIVE
+        path = PROJECT_ROOT / DEFAULT_ARCHIVE
     elif "://" in value and not value.startswith("file:"):
         return value  # hdfs://, s3a://, https://: Spark fetches it itself
     else:
@@ -71,7 +67,7 @@ def python_archive(cfg: Config) -> str | None:
 
 def code_zip(directory: str | Path) -> str:
     """Zip the project's packages (sources and package data, no byte code) into `directory`."""
-    root = _project_root()
+    root = PROJECT_ROOT
     out = Path(directory) / "recrawl-code.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf:
         for package in PACKAGES:

@@ -17,6 +17,8 @@ from types import MappingProxyType
 from typing import Any
 
 ENV_PREFIX = "RECRAWL_"
+# The checkout or install root: relative jar, archive and var/ paths are resolved against it.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 class ConfigError(ValueError):

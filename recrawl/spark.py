@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from recrawl.config import Config
+from recrawl.config import PROJECT_ROOT, Config
 
 SETUP_HINT = "run `bash scripts/setup.sh` (it creates .venv and fetches the jars with Maven)"
 MIN_JAVA = 17
@@ -30,10 +30,6 @@ MIN_JAVA = 17
 
 class EnvironmentProblem(RuntimeError):
     """Java or jars are missing or wrong; the message says what to do."""
-
-
-def _project_root() -> Path:
-    return Path(__file__).resolve().parent.parent
 
 
 def java_version(java: str | None = None) -> int:
@@ -68,7 +64,7 @@ S3A_JAR_PREFIXES = ("hadoop-aws-", "bundle-", "analyticsaccelerator-s3-")
 def _jars_dir(cfg: Config) -> Path:
     jars_dir = Path(cfg.get("spark.jars_dir"))
     if not jars_dir.is_absolute():
-        jars_dir = _project_root() / jars_dir
+        jars_dir = PROJECT_ROOT / jars_dir
     return jars_dir
 
 

@@ -16,6 +16,14 @@ engineer meets it, then one test per claim:
 4. The same two days again, as a backfill that reprocesses completed runs: `check_round` skips
    every step and not one Delta table gets a commit.
 
+Every task submits to a Spark standalone cluster (a master and one 2-core worker from
+pyspark's `spark-class`, in an environment that cannot import the project; tests/standalone.py):
+the configuration's `spark.master` is the cluster, as a data engineer's would be, so each
+`crawler` step is a Spark application whose executors get the project from the environment
+archive and the code zip. The crawl home is a local folder, which a loopback master may use
+(one machine's disk is shared by its workers). Airflow's local-mode path (`local[*]`) is what
+tests/dags/test_airflow_demo.py runs.
+
 The simulated web stays at day 0 for every round: a backfill has no hook between two days to move
 simweb's clock (the demo's `dags test` loop has one), and what is under test here is the
 orchestration — content changes between rounds are covered by tests/spark_jobs/test_round_e2e.py.
@@ -34,6 +42,7 @@ import pytest
 
 from tests.dags.airflow_helpers import ROOT, require_airflow
 from tests.dags.airflow_stack import TERMINAL, AirflowStack, free_port
+from tests.standalone import standalone_cluster, ui_json
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(3600)]
 
@@ -41,22 +50,32 @@ DAYS = ("2026-11-01", "2026-11-02")
 SITES, PAGES = 2, 5
 TI_DONE = {"success", "skipped", "failed", "upstream_failed"}
 WAIT = 2400.0  # seconds: only to end a hung run, never a performance claim
+# the standalone cluster's ports (master, its web UI, the worker and its UI)
+MASTER_PORT, MASTER_UI, WORKER_PORT, WORKER_UI = 18377, 18378, 18379, 18380
 
 
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory):
     """simweb (its own process) + the crawl configuration + a running Airflow deployment."""
     require_airflow()
+    tmp = tmp_path_factory.mktemp("airflow-scheduler")
+    (tmp / "spark").mkdir()
+    with standalone_cluster(tmp / "spark", MASTER_PORT, MASTER_UI, [(WORKER_PORT, WORKER_UI, 2)]) as spark:
+        yield from _deployment(tmp, spark)
+
+
+def _deployment(tmp: Path, spark: dict):
     from recrawl.airflow_demo import SHORT_LIVED_DRIVER, config_toml, control, start_simweb
     from recrawl.demo import demo_config
 
-    tmp = tmp_path_factory.mktemp("airflow-scheduler")
     web, port = start_simweb(free_port(18200, 18299), SITES, PAGES, tmp / "server-log.jsonl", tmp / "simweb.out")
     stack = None
     try:
         cfg = demo_config(tmp / "crawl", **{
             "fetcher.time_budget_s": 12.0, "fetcher.min_delay_s": 0.2, "generate.max_per_host": 8,
-            "spark.shuffle_partitions": 2, "spark.extra": SHORT_LIVED_DRIVER,
+            "spark.shuffle_partitions": 2, "spark.master": spark["master"],
+            "spark.extra": {**SHORT_LIVED_DRIVER, "spark.ui.enabled": "false",
+                            "spark.executor.memory": "768m", "spark.cores.max": "2"},
         })
         config = tmp / "recrawl.toml"
         config.write_text(config_toml(cfg), encoding="utf-8")
@@ -68,7 +87,8 @@ def deployment(tmp_path_factory):
         wanted = {"crawl_cycle", "inject", "pagerank"}
         stack.wait_for("the DAG processor to load the DAGs", lambda: wanted <= {
             d["dag_id"] for d in stack.api("GET", "/api/v2/dags?limit=100")["dags"]}, WAIT)
-        yield {"stack": stack, "cfg": cfg, "config": config, "seeds": seeds, "tmp": tmp}
+        yield {"stack": stack, "cfg": cfg, "config": config, "seeds": seeds, "tmp": tmp,
+               "cluster": spark}
     finally:
         if stack is not None:
             stack.stop()
@@ -192,6 +212,16 @@ def test_the_backfill_ran_both_days_and_the_rounds_table_holds_them(deployment, 
     for r in runs:  # every task ran (none skipped: neither day had been crawled)
         states = {t["task_id"]: t["state"] for t in scenario["tis"][("crawl_cycle", r["dag_run_id"])]}
         assert set(states.values()) == {"success"}, states
+
+
+def test_the_tasks_ran_on_the_standalone_cluster(deployment, scenario):
+    # every fetch partition ran in an executor of the cluster, never in a task's driver
+    executors = {r["executor_id"] for r in crawler_sql(deployment, "SELECT DISTINCT executor_id FROM fetches")}
+    assert executors and not executors & {"driver", "unknown", None}, executors
+    # and the master saw the crawler steps as its applications
+    master = ui_json(MASTER_UI)
+    apps = master["completedapps"] + master["activeapps"]
+    assert len(apps) >= len(DAYS) * 6, [a["name"] for a in apps]
 
 
 def test_backfilling_completed_days_again_changes_nothing(scenario):

@@ -23,18 +23,17 @@ Tables and WARCs are on s3a:// (moto's S3 server, test_s3a.py's fixture).
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from io import BytesIO
 from pathlib import Path
 
 import pytest
 
 from tests.spark_jobs.test_s3a import BUCKET, s3, spark_extra  # noqa: F401 (s3 is a fixture)
+from tests.standalone import standalone_cluster, ui_json
 
 # Each `crawler` call is a Spark application (driver JVM, two executors unpacking the archive):
 # minutes on a loaded 2-core machine.
@@ -48,98 +47,12 @@ DATES = ("2026-11-01", "2026-11-02", "2026-11-03")
 MIN_DELAY = 0.4
 
 
-def _java_home() -> str:
-    if os.environ.get("JAVA_HOME"):
-        return os.environ["JAVA_HOME"]
-    java = shutil.which("java")
-    assert java, "java not found"
-    return str(Path(os.path.realpath(java)).parent.parent)
-
-
-def _spark_home() -> Path:
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
-def bare_env(home: Path, s3_env: dict) -> dict[str, str]:
-    """What a worker machine has: Java, Spark, S3 credentials; no project, no venv."""
-    return {"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
-            "JAVA_HOME": _java_home(), "SPARK_HOME": str(_spark_home()),
-            "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1", **s3_env}
-
-
-def _ui_json(port: int) -> dict:
-    import json
-
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(f"http://127.0.0.1:{port}/json/", timeout=5) as resp:
-        return json.loads(resp.read())
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop a daemon and everything it started (its executors share its process group)."""
-    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, s3):  # noqa: F811 (test_s3a's moto fixture)
     base = tmp_path_factory.mktemp("cluster")
-    env = bare_env(base, s3["env"])
-    # The project must not be importable where executors start: that is what the archive and
-    # the code zip are for.
-    probe = subprocess.run(["python3", "-c", "import fetcher"], env=env, cwd=base,
-                           capture_output=True, text=True, timeout=60)
-    assert probe.returncode != 0 and "fetcher" in probe.stderr, probe
-    spark_class = str(_spark_home() / "bin" / "spark-class")
-    procs: list[subprocess.Popen] = []
-
-    def start(name: str, args: list[str], opts_var: str) -> Path:
-        folder = base / name
-        folder.mkdir()
-        penv = dict(env, SPARK_LOG_DIR=str(folder), SPARK_DAEMON_MEMORY="256m",
-                    **{opts_var: "-Dspark.master.rest.enabled=false"})
-        with open(folder / "out.log", "wb") as log:
-            procs.append(subprocess.Popen([spark_class, *args], cwd=folder, env=penv,
-                                          stdout=log, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
-        return folder
-
-    master = f"spark://127.0.0.1:{MASTER_PORT}"
-    try:
-        start("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                         "--port", str(MASTER_PORT), "--webui-port", str(MASTER_UI)],
-              "SPARK_MASTER_OPTS")
-        workers = []
-        for i, (port, ui) in enumerate(zip(WORKER_PORTS, WORKER_UIS, strict=True)):
-            folder = start(f"worker{i}", [
-                "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port",
-                str(port), "--webui-port", str(ui), "--cores", "1", "--memory", "1g",
-                "--work-dir", str(base / f"worker{i}" / "work"), master], "SPARK_WORKER_OPTS")
-            workers.append({"proc": procs[-1], "dir": folder})
-        deadline = time.monotonic() + 240
-        while True:
-            try:
-                if _ui_json(MASTER_UI).get("aliveworkers") == 2:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the standalone cluster did not come up"
-            assert all(p.poll() is None for p in procs), "a cluster daemon exited"
-            time.sleep(1)
-        yield {"master": master, "workers": workers, "base": base, "s3": s3}
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
+    workers = [(port, ui, 1) for port, ui in zip(WORKER_PORTS, WORKER_UIS, strict=True)]
+    with standalone_cluster(base, MASTER_PORT, MASTER_UI, workers, s3["env"]) as c:
+        yield {**c, "s3": s3}
 
 
 @pytest.fixture(scope="module")
@@ -340,19 +253,11 @@ def _executors_of(worker: subprocess.Popen) -> dict:
 
 def _busy_executors(ui_port: int) -> list[str]:
     """Executors running a task now, from the driver's REST API (/api/v1)."""
-    apps = _ui_json_path(ui_port, "/api/v1/applications")
+    apps = ui_json(ui_port, "/api/v1/applications")
     if not apps:
         return []
-    executors = _ui_json_path(ui_port, f"/api/v1/applications/{apps[0]['id']}/executors")
+    executors = ui_json(ui_port, f"/api/v1/applications/{apps[0]['id']}/executors")
     return [e["id"] for e in executors if e["id"] != "driver" and e["activeTasks"] > 0]
-
-
-def _ui_json_path(port: int, path: str):
-    import json
-
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-        return json.loads(resp.read())
 
 
 def test_executor_killed_mid_fetch(cluster, web):
