@@ -16,13 +16,20 @@ engineer meets it, then one test per claim:
 4. The same two days again, as a backfill that reprocesses completed runs: `check_round` skips
    every step and not one Delta table gets a commit.
 
-Every task submits to a Spark standalone cluster (a master and one 2-core worker from
-pyspark's `spark-class`, in an environment that cannot import the project; tests/standalone.py):
-the configuration's `spark.master` is the cluster, as a data engineer's would be, so each
-`crawler` step is a Spark application whose executors get the project from the environment
-archive and the code zip. The crawl home is a local folder, which a loopback master may use
-(one machine's disk is shared by its workers). Airflow's local-mode path (`local[*]`) is what
-tests/dags/test_airflow_demo.py runs.
+The whole module runs twice, once per Spark master the tasks submit to (the `deployment`
+fixture's parameter):
+
+* ``local``: `local[*]`, each task's driver alone (what CI runs on every submission);
+* ``cluster``: a Spark standalone cluster the fixture starts first (a master and one 2-core
+  worker from pyspark's `spark-class`, in an environment that cannot import the project;
+  tests/standalone.py). The configuration's `spark.master` is the cluster, as a data
+  engineer's would be, so each `crawler` step is an application of that master whose executors
+  get the project from the environment archive and the code zip. The crawl home stays a local
+  folder, which a loopback master may use (the workers share the machine's disk). Marked slow:
+  every one of the ~30 tasks then also starts an executor and unpacks the archive, about
+  twice the local variant's time (docs/airflow.md); `bash scripts/test.sh -m slow
+  tests/dags/test_scheduler.py` runs it. The cluster test (tests/spark_jobs/test_cluster.py)
+  covers the executors in CI.
 
 The simulated web stays at day 0 for every round: a backfill has no hook between two days to move
 simweb's clock (the demo's `dags test` loop has one), and what is under test here is the
@@ -54,28 +61,34 @@ WAIT = 2400.0  # seconds: only to end a hung run, never a performance claim
 MASTER_PORT, MASTER_UI, WORKER_PORT, WORKER_UI = 18377, 18378, 18379, 18380
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory):
-    """simweb (its own process) + the crawl configuration + a running Airflow deployment."""
+@pytest.fixture(scope="module", params=["local", pytest.param("cluster", marks=pytest.mark.slow)])
+def deployment(request, tmp_path_factory):
+    """simweb (its own process) + the crawl configuration + a running Airflow deployment whose
+    tasks submit to `local[*]` or to a standalone cluster."""
     require_airflow()
-    tmp = tmp_path_factory.mktemp("airflow-scheduler")
+    tmp = tmp_path_factory.mktemp(f"airflow-scheduler-{request.param}")
+    if request.param == "local":
+        yield from _deployment(tmp, None)
+        return
     (tmp / "spark").mkdir()
     with standalone_cluster(tmp / "spark", MASTER_PORT, MASTER_UI, [(WORKER_PORT, WORKER_UI, 2)]) as spark:
         yield from _deployment(tmp, spark)
 
 
-def _deployment(tmp: Path, spark: dict):
+def _deployment(tmp: Path, spark: dict | None):
     from recrawl.airflow_demo import SHORT_LIVED_DRIVER, config_toml, control, start_simweb
     from recrawl.demo import demo_config
 
     web, port = start_simweb(free_port(18200, 18299), SITES, PAGES, tmp / "server-log.jsonl", tmp / "simweb.out")
     stack = None
     try:
+        on_cluster = {} if spark is None else {
+            "spark.master": spark["master"],
+            "spark.extra": {**SHORT_LIVED_DRIVER, "spark.ui.enabled": "false",
+                            "spark.executor.memory": "768m", "spark.cores.max": "2"}}
         cfg = demo_config(tmp / "crawl", **{
             "fetcher.time_budget_s": 12.0, "fetcher.min_delay_s": 0.2, "generate.max_per_host": 8,
-            "spark.shuffle_partitions": 2, "spark.master": spark["master"],
-            "spark.extra": {**SHORT_LIVED_DRIVER, "spark.ui.enabled": "false",
-                            "spark.executor.memory": "768m", "spark.cores.max": "2"},
+            "spark.shuffle_partitions": 2, "spark.extra": SHORT_LIVED_DRIVER, **on_cluster,
         })
         config = tmp / "recrawl.toml"
         config.write_text(config_toml(cfg), encoding="utf-8")
@@ -214,9 +227,12 @@ def test_the_backfill_ran_both_days_and_the_rounds_table_holds_them(deployment, 
         assert set(states.values()) == {"success"}, states
 
 
-def test_the_tasks_ran_on_the_standalone_cluster(deployment, scenario):
-    # every fetch partition ran in an executor of the cluster, never in a task's driver
+def test_the_tasks_ran_where_the_configuration_says(deployment, scenario):
     executors = {r["executor_id"] for r in crawler_sql(deployment, "SELECT DISTINCT executor_id FROM fetches")}
+    if deployment["cluster"] is None:  # local[*]: every fetch partition ran in the task's driver
+        assert executors == {"driver"}
+        return
+    # every fetch partition ran in an executor of the cluster, never in a task's driver
     assert executors and not executors & {"driver", "unknown", None}, executors
     # and the master saw the crawler steps as its applications
     master = ui_json(MASTER_UI)
