@@ -51,12 +51,15 @@ from tests.dags.airflow_helpers import ROOT, require_airflow
 from tests.dags.airflow_stack import TERMINAL, AirflowStack, free_port
 from tests.standalone import standalone_cluster, ui_json
 
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(3600)]
+# The timeouts only end a hung run, never a performance claim: the three rounds' ~30 tasks each
+# start a JVM (and, on the cluster, an executor that unpacks the archive), 1-4 min apiece on a
+# loaded 2-core machine; on the cluster the scenario outgrew a 2,400 s wait there.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(7200)]
 
 DAYS = ("2026-11-01", "2026-11-02")
 SITES, PAGES = 2, 5
 TI_DONE = {"success", "skipped", "failed", "upstream_failed"}
-WAIT = 2400.0  # seconds: only to end a hung run, never a performance claim
+WAIT = 5400.0  # seconds
 # the standalone cluster's ports (master, its web UI, the worker and its UI)
 MASTER_PORT, MASTER_UI, WORKER_PORT, WORKER_UI = 18377, 18378, 18379, 18380
 
