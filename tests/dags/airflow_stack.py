@@ -83,19 +83,47 @@ class AirflowStack:
             return False
         return True
 
-    def api(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
-        """Call the REST API (`/api/v2/...`); the decoded JSON answer."""
+    def _call(self, method: str, path: str, body: Any = None) -> tuple[int, str]:
         req = urllib.request.Request(
             self.base + path, method=method, data=None if body is None else json.dumps(body).encode(),
             headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=60) as resp:
-                status, text = resp.status, resp.read().decode()
+                return resp.status, resp.read().decode()
         except urllib.error.HTTPError as e:
-            status, text = e.code, e.read().decode()
+            return e.code, e.read().decode()
+
+    def api(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
+        """Call the REST API (`/api/v2/...`); the decoded JSON answer."""
+        status, text = self._call(method, path, body)
         if status not in ok:
             raise AssertionError(f"{method} {path}: HTTP {status}: {text[:2000]}")
         return json.loads(text) if text else None
+
+    def create_backfill(self, body: dict, timeout: float = 300) -> dict:
+        """`POST /api/v2/backfills`, retried while it answers 503.
+
+        On SQLite, Airflow answers 503 "Database is locked. Backfill creation is not supported on
+        SQLite under concurrent access" when the scheduler or DAG processor holds the write lock
+        (it happened in CI while the scheduler was starting). The creation's transaction was
+        rolled back, so trying again is what the UI's user does; should a retried creation find
+        its backfill already made (409), that backfill is the answer.
+        """
+        deadline = time.monotonic() + timeout
+        retried = False
+        while True:
+            status, text = self._call("POST", "/api/v2/backfills", body)
+            if status in (200, 201):
+                return json.loads(text)
+            if status == 409 and retried:
+                running = [b for b in self.api("GET", f"/api/v2/backfills?dag_id={body['dag_id']}")["backfills"]
+                           if b["completed_at"] is None]
+                if running:
+                    return running[0]
+            if status != 503 or time.monotonic() > deadline:
+                raise AssertionError(f"POST /api/v2/backfills: HTTP {status}: {text[:2000]}")
+            retried = True
+            time.sleep(3)
 
     def dag_runs(self, dag_id: str) -> list[dict]:
         """Every run of a DAG, oldest logical date first (what the UI's runs page lists)."""

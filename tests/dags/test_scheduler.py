@@ -127,7 +127,7 @@ def scenario(deployment):
         stack.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
     # The body the UI's Backfill form posts (its defaults: missing runs only, one active run),
     # with the demo's round size as the runs' conf.
-    backfill = stack.api("POST", "/api/v2/backfills", {
+    backfill = stack.create_backfill({
         "dag_id": "crawl_cycle", "from_date": f"{DAYS[0]}T00:00:00Z", "to_date": f"{DAYS[-1]}T00:00:00Z",
         "run_backwards": False, "dag_run_conf": round_conf(cfg), "reprocess_behavior": "none",
         "max_active_runs": 1, "run_on_latest_version": True,
@@ -179,7 +179,7 @@ def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dic
         if r["run_type"] == "backfill":
             check = [t for t in stack.task_instances("crawl_cycle", r["dag_run_id"]) if t["task_id"] == "check_round"]
             tries[r["dag_run_id"]] = check[0]["try_number"]
-    stack.api("POST", "/api/v2/backfills", {
+    stack.create_backfill({
         "dag_id": "crawl_cycle", "from_date": backfill["from_date"], "to_date": backfill["to_date"],
         "run_backwards": False, "dag_run_conf": backfill["dag_run_conf"], "reprocess_behavior": "completed",
         "max_active_runs": 1, "run_on_latest_version": True,
