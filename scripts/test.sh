@@ -31,6 +31,9 @@ fi
 # file on one worker, so a module's fixtures (the e2e crawl) are built once.
 workers=${RECRAWL_TEST_WORKERS:-2}
 dist=()
-[ "$workers" != 0 ] && dist=(-n "$workers" --dist loadfile)
+# --no-loadscope-reorder: xdist would otherwise hand out files by their number of tests, which
+# sent the two-test cluster module last, to run alone at the end; tests/conftest.py orders the
+# longest modules first instead.
+[ "$workers" != 0 ] && dist=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 # --durations: the slowest tests in every run's output, the figures CI time is managed by.
 exec .venv/bin/python -m pytest -m "not slow" -p no:cacheprovider --durations=40 "${dist[@]}" "$@"
