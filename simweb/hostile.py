@@ -307,6 +307,14 @@ class Bomb(Host):
 
     PATHS = ["/gzipbomb", "/brbomb", "/huge", "/nolength"]
 
+    def __init__(self, name: str, seed: object) -> None:
+        super().__init__(name, seed)
+        # Build the bombs now (once per process), not on their first request: that took 2-3 s
+        # of CPU on a loaded machine, so the client's read timeout fired before the first byte
+        # and the fetch recorded "timeout" instead of meeting the bomb.
+        bombs.gzip_bomb()
+        bombs.brotli_bomb()
+
     def pages(self) -> list[str]:
         return ["/", *self.PATHS]
 
