@@ -33,8 +33,9 @@ def cfg(tmp_path):
 
 # The longest modules (minutes each: real rounds, clusters, Airflow) start first. With
 # `--dist loadfile --no-loadscope-reorder` (scripts/test.sh) workers take whole modules in
-# collection order, so a long module collected last would run alone at the end (longest-processing-time-first keeps the two workers busy
-# together). Seen in CI runs' `--durations` output; the rest keep their alphabetical order.
+# collection order, so a long module collected last would run alone at the end
+# (longest-processing-time-first keeps the two workers busy together). Seen in CI runs'
+# `--durations` output; the rest keep their alphabetical order.
 LONG_MODULES = (
     "tests/spark_jobs/test_cluster.py",
     "tests/dags/test_scheduler.py",
