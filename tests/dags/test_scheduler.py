@@ -168,11 +168,31 @@ def _delta_commits(cfg) -> dict[str, int]:
     return {t: len(list(Path(cfg.table_path(t), "_delta_log").glob("*.json"))) for t in TABLES}
 
 
+def _wait_until_pagerank_settles(stack: AirflowStack, quiet_s: float = 90.0) -> None:
+    """Until every pagerank run is over and no new one has appeared for `quiet_s` seconds.
+
+    The last crawl_cycle run's asset event makes the scheduler queue one more pagerank run
+    a scheduler loop or two after it; that run writes scores, hosts and crawldb, which the
+    re-run's "no commit" check must not count (it once did, in a run under load).
+    """
+    seen: dict[str, float] = {"n": -1, "since": time.monotonic()}
+
+    def settled() -> bool:
+        runs = stack.dag_runs("pagerank")
+        if len(runs) != seen["n"] or not all(r["state"] in TERMINAL for r in runs):
+            seen["n"], seen["since"] = len(runs), time.monotonic()
+            return False
+        return time.monotonic() - seen["since"] >= quiet_s
+
+    stack.wait_for("pagerank to settle", settled, WAIT)
+
+
 def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dict, tuple[dict, dict]]:
     """The same days again, as a backfill that reprocesses completed runs (the form's "All Runs")."""
     bid = backfill["id"]
     stack.wait_for("the first backfill to be marked complete",
                    lambda: stack.api("GET", f"/api/v2/backfills/{bid}")["completed_at"], WAIT)
+    _wait_until_pagerank_settles(stack)
     before = _delta_commits(cfg)
     tries = {}
     for r in stack.dag_runs("crawl_cycle"):
