@@ -13,6 +13,9 @@ same binding budget: generate.top_n = schedule.daily_budget = ceil(budget-share 
 `schedule.default_interval_days` = 1 / budget-share for every policy, so that fixed (and
 adaptive's starting interval) spends exactly the budget once everything is known, and
 `schedule.min_interval_days` = --min-interval (1 day: the rounds' period) for every policy.
+Rounds with fewer due URLs than the budget are filled with not-yet-due pages by importance x
+P(changed) for every policy (generate.fill_budget), with the probability floor at --fill-floor
+(0 by default), so the policies compare at equal fetches.
 
 Policies: fixed and adaptive (Nutch), optimal (the change-rate policy, rates estimated from
 change histories) and oracle (the optimal policy given simweb's true rates through the
@@ -182,6 +185,9 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
             "schedule.policy": "optimal" if policy == "oracle" else policy,
             "schedule.default_interval_days": 1.0 / args.budget_share,
             "schedule.min_interval_days": args.min_interval,
+            # every policy fills rounds short of due URLs the same way (docs/design-choices.md);
+            # floor 0 by default so that all of them spend the whole budget (equal fetches)
+            "generate.fill_min_change_probability": args.fill_floor,
         }
         if policy == "oracle":
             oracle = home / "oracle_rates.json"
@@ -277,6 +283,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="schedule.min_interval_days; one round a day cannot fetch a page more "
                          "often, and with 0.25 (the default config) the optimal policy plans "
                          "fetches the rounds cannot make and leaves budget unspent")
+    ap.add_argument("--fill-floor", type=float, default=0.0,
+                    help="generate.fill_min_change_probability for every policy (0: rounds "
+                         "short of due URLs are always filled, so every policy spends the budget)")
     ap.add_argument("--start", default="2026-11-01", help="logical date of day 0")
     ap.add_argument("--json", help="also write the per-day measurements here")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

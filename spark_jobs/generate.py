@@ -21,7 +21,7 @@ import math
 from collections.abc import Iterable
 
 from recrawl.config import Config, ConfigError
-from recrawl.schedules import discovery_slots
+from recrawl.schedules import change_probability_sql, discovery_slots
 
 DUE_STATUSES = ("unfetched", "fetched", "redirect_temp", "gone", "robots_denied", "failed")
 
@@ -46,10 +46,18 @@ def priority_sql(mode: str, as_of: str, damping: float, staleness_cap: float) ->
     """
     if mode == "bfs":
         return "1.0 / (1.0 + coalesce(depth, 0))"
-    importance = f"coalesce(score, {damping!r} * inlink_score, 0.0)"
+    importance = importance_sql(mode, damping)
     overdue = f"greatest(0.0, unix_timestamp({as_of}) - unix_timestamp(next_fetch_time))"
     staleness = f"least({float(staleness_cap)!r}, 1.0 + {overdue} / greatest(coalesce(fetch_interval_s, 86400), 1))"
     return f"{importance} * {staleness}"
+
+
+def importance_sql(mode: str, damping: float) -> str:
+    """A page's importance: its PageRank, or for a page not ranked yet what its known in-links
+    pass on (`priority_sql`); uniform (1) without fresh scores."""
+    if mode == "bfs":
+        return "1.0"
+    return f"coalesce(score, {damping!r} * inlink_score, 0.0)"
 
 
 def pack_hosts(loads: Iterable[tuple[str, float]], partitions: int) -> dict[str, int]:
@@ -87,19 +95,19 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "host", "backoff_until", F.coalesce("trap", F.lit(False)).alias("trap")
     )
     robots = read(spark, cfg, "robots").select("host", "crawl_delay")
-    due = (
-        db.where(F.col("status").isin(*DUE_STATUSES))
-        # Rounds come at a fixed period, planned intervals do not: a URL due before this round
-        # plus the lookahead (half a daily period by default) is served now rather than a
-        # whole round late, so intervals round to the nearest round, not always up.
-        .where(F.col("next_fetch_time") <= F.expr(ts_lit(due_by)))
-        .where(F.col("generated_round").isNull() | (F.col("generated_at") < F.lit(expiry)))
+    known = (
+        db.where(F.col("generated_round").isNull() | (F.col("generated_at") < F.lit(expiry)))
         .join(hosts, "host", "left")
         .join(robots, "host", "left")
     )
     out = live_marks(spark, cfg, round_id, expiry)
     if out is not None:
-        due = due.join(out, "url", "left_anti")
+        known = known.join(out, "url", "left_anti")
+    # Rounds come at a fixed period, planned intervals do not: a URL due before this round
+    # plus the lookahead (half a daily period by default) is served now rather than a whole
+    # round late, so intervals round to the nearest round, not always up.
+    is_due = F.col("next_fetch_time") <= F.expr(ts_lit(due_by))
+    due = known.where(F.col("status").isin(*DUE_STATUSES) & is_due)
     # Back-off comes from the servers' real Retry-After / failures: compare with the wall clock.
     in_backoff = F.col("backoff_until").isNotNull() & (F.col("backoff_until") > F.lit(wall_now))
     # On a trap host only pages already fetched are refreshed; new URLs wait (or never come).
@@ -121,6 +129,10 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # revisits could fill its cap still discovers.
     share = float(g["discovery_share"])
     discovery_slots(1, share, 1)  # validates the share before any Spark work
+    min_change = float(g["fill_min_change_probability"])
+    if not 0.0 <= min_change <= 1.0:
+        raise ConfigError("generate.fill_min_change_probability must be within [0, 1], "
+                          f"got {min_change!r}")
     new_url = F.col("status") == "unfetched"
     w_kind = Window.partitionBy("host", new_url).orderBy(
         F.col("priority").desc(), F.col("depth").asc_nulls_last(), F.col("url")
@@ -158,11 +170,45 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     top_rest = _top(rest, top_n - reserve, order, in_memory_max)
     top = top_rest if top_new is None else top_new.unionByName(top_rest)
     selected = top.drop("host_rank", "is_new")
-    loads = [
-        (r["host"], r["n"] * r["delay"])
+    per_host = {
+        r["host"]: (r["n"], r["delay"])
         for r in selected.groupBy("host").agg(F.count("*").alias("n"), F.max("delay").alias("delay"))
         .collect()
-    ]
+    }
+    filled, top_fill = 0, None
+    # the round's budget: top_n, and no more than a day's fetch budget (rounds are daily)
+    room = min(top_n, int(cfg.get("schedule.daily_budget"))) - sum(n for n, _ in per_host.values())
+    if g["fill_budget"] and room > 0:
+        # Fewer due URLs than the round may fetch: fill it with pages not due yet, best gain
+        # first (recrawl.schedules, "filling the round"), within each host's remaining cap.
+        taken = spark.createDataFrame([(h, n) for h, (n, _) in per_host.items()] or [("", 0)],
+                                      "host string, taken long")
+        p_change = F.expr(change_probability_sql(
+            "change_rate", "last_fetch_time", ts_lit(now_logical),
+            float(cfg.get("schedule.prior_mean"))))
+        importance = F.expr(importance_sql(mode, float(cfg.get("pagerank.damping"))))
+        w_fill = Window.partitionBy("host").orderBy(F.col("priority").desc(), F.col("url"))
+        fill = (
+            known.where((F.col("status") == "fetched") & ~is_due & ~in_backoff)
+            .where(p_change >= F.lit(min_change))
+            .withColumn("priority", importance * p_change)
+            .withColumn("delay", delay)
+            .withColumn("cap", cap)
+            .join(F.broadcast(taken), "host", "left")
+            .withColumn("host_rank", F.row_number().over(w_fill))
+            .where(F.col("host_rank") <= F.col("cap") - F.coalesce("taken", F.lit(0)))
+            .select(*selected.columns, "host_rank")
+        )
+        top_fill = _top(fill, room, order, in_memory_max)
+        filled = top_fill.count()
+        if filled:
+            fill_rows = top_fill.drop("host_rank")
+            for r in fill_rows.groupBy("host").agg(
+                    F.count("*").alias("n"), F.max("delay").alias("delay")).collect():
+                n0, d0 = per_host.get(r["host"], (0, 0.0))
+                per_host[r["host"]] = (n0 + r["n"], max(d0, r["delay"]))
+            selected = selected.unionByName(fill_rows)
+    loads = [(h, n * d) for h, (n, d) in per_host.items()]
     assignment = pack_hosts(loads, int(g["partitions"]))
     amap = spark.createDataFrame(list(assignment.items()) or [("", 0)], "host string, partition int")
     fetch_list = (
@@ -175,7 +221,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     generated = n.count()
     skipped_backoff = due.where(in_backoff).count()
-    for part in (top_new, top_rest):
+    for part in (top_new, top_rest, top_fill):
         if part is not None:
             part.unpersist()
     worst = max((load for _, load in loads), default=0.0)
@@ -185,6 +231,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "partitions": len(set(assignment.values())),
         "skipped_backoff": skipped_backoff,
         "discovery_reserved": reserve,
+        "filled_not_due": filled,
         "priority_pagerank": 1 if mode == "pagerank" else 0,
         "priority_bfs": 1 if mode == "bfs" else 0,
         "max_partition_expected_s": math.ceil(worst),

@@ -370,3 +370,15 @@ def test_discovery_share_out_of_range_is_an_error(share):
 
     with pytest.raises(ValueError, match="discovery share"):
         discovery_slots(10, share, 10)
+
+
+def test_change_probability_is_poisson_with_the_prior_for_unknown_rates():
+    from recrawl.schedules import change_probability
+
+    assert change_probability(1.0, 1.0, 0.1) == pytest.approx(1 - math.exp(-1.0))
+    assert change_probability(None, 2.0, 0.1) == pytest.approx(1 - math.exp(-0.2))
+    # no time since the fetch, or a clock that went backwards: nothing can have changed
+    assert change_probability(5.0, 0.0, 0.1) == 0.0 and change_probability(5.0, -1.0, 0.1) == 0.0
+    ages = [0.5, 1, 2, 4, 8]
+    probs = [change_probability(0.3, a, 0.1) for a in ages]
+    assert probs == sorted(probs) and all(0.0 < p < 1.0 for p in probs)
