@@ -16,6 +16,8 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
+from recrawl.crawldb_rules import ChangeColumns, meaningful_change_sql
+
 # recrawl.schemas.FETCH_STATUSES in display order, repeated here so that the no-JVM path never
 # imports pyspark (a test checks the two agree).
 FETCH_STATUSES = (
@@ -52,6 +54,16 @@ def _in(values: Sequence[str]) -> str:
 
 
 # Rounds in display order: every round id seen in fetches or rounds, with its logical date.
+def _changed_sql(trivial_distance: int) -> str:
+    """updatedb's change rule (recrawl.crawldb_rules) over a URL's successive successes:
+    `prev_*` are the URL's last non-NULL values before this fetch."""
+    return meaningful_change_sql(ChangeColumns(
+        status="fetch_status", new_digest="digest", old_digest="prev_digest",
+        new_hash="content_hash", old_hash="prev_hash", new_simhash="simhash",
+        old_simhash="prev_simhash", has_previous="true",
+    ), trivial_distance, dialect="duckdb")
+
+
 _ROUND_ORDER = """
   round_order AS (
     SELECT round_id, max(logical_date) AS logical_date FROM (
@@ -210,15 +222,8 @@ def new_vs_changed_per_round(con, trivial_distance: int = 3) -> list[dict]:
                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
         ),
         judged AS (
-          SELECT *, CASE
-            WHEN nth = 1 THEN NULL
-            WHEN fetch_status = 'not_modified' THEN false
-            WHEN digest IS NOT NULL AND digest = prev_digest THEN false
-            WHEN content_hash IS NULL OR prev_hash IS NULL THEN true
-            WHEN content_hash = prev_hash THEN false
-            WHEN simhash IS NOT NULL AND prev_simhash IS NOT NULL
-                 AND bit_count(xor(simhash, prev_simhash)) <= {int(trivial_distance)} THEN false
-            ELSE true END AS changed
+          SELECT *, CASE WHEN nth = 1 THEN NULL ELSE {_changed_sql(trivial_distance)}
+            END AS changed
           FROM seq
         ),
         per_round AS (

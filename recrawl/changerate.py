@@ -19,9 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recrawl.fingerprint import hamming
+from recrawl.crawldb_rules import HISTORY_MAX
 
-HISTORY_MAX = 32
 # Hard ceiling on any estimate (changes/day). We cannot learn that a page changes more often
 # than we look at it; 48/day (every 30 min) is far beyond schedule.min_interval_days, so it
 # only stops pathological inputs (tiny intervals, all changed) from producing huge numbers.
@@ -61,33 +60,6 @@ DEFAULT_PRIOR = GammaPrior()
 
 
 # --- what counts as a change ----------------------------------------------------------------
-
-
-def is_meaningful_change(
-    prev_hash: str | None,
-    new_hash: str | None,
-    prev_simhash: int | None = None,
-    new_simhash: int | None = None,
-    threshold: int = 3,
-    *,
-    not_modified: bool = False,
-) -> bool:
-    """Whether the page changed since the previous visit, ignoring trivial edits.
-
-    A 304 (`not_modified`) or an identical content hash is no change. A new version within
-    `threshold` SimHash bits of the old one (a rotating timestamp, a view counter, an ad slot:
-    schedule.trivial_change_distance) is no change either - counting those would make every
-    page with a clock on it look like it changes on every visit. With nothing to compare
-    against (no previous hash nor simhash) the answer is True; the first capture of a URL
-    has no interval and must not be added to its history at all.
-    """
-    if not_modified:
-        return False
-    if prev_hash is not None and new_hash is not None and prev_hash == new_hash:
-        return False
-    if prev_simhash is not None and new_simhash is not None:
-        return hamming(prev_simhash, new_simhash) > threshold
-    return True
 
 
 # --- estimators -----------------------------------------------------------------------------

@@ -11,8 +11,9 @@ Status transitions follow Nutch's CrawlDbReducer in spirit:
   too_large, filtered_type -> failed
   retry_later, skipped_budget -> unchanged, due again at once
 Change detection happens here because only this MERGE sees the old and new fingerprints side by
-side: a new text hash whose SimHash is within `schedule.trivial_change_distance` of the old one
-(a rotating timestamp) is not a change; a 304 or an identical payload is not a change either.
+side; the rule itself (a 304, the same payload, or a SimHash within
+`schedule.trivial_change_distance` of the old one is no change) and the history window live in
+recrawl/crawldb_rules.py.
 Idempotency: each row remembers the last round applied to it (`last_round`); re-running the
 step for a round skips rows that already carry it, and inserts only URLs that are absent.
 Depth is the shortest known path from a seed (min over in-links + 1).
@@ -23,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 
 from recrawl.config import Config
+from recrawl.crawldb_rules import HISTORY_MAX, ChangeColumns, meaningful_change_sql
 
 TRANSIENT = ("http_error", "timeout", "dns_error", "connect_error")
 
@@ -74,23 +76,20 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     success = "s.fetch_status IN ('fetched', 'not_modified')"
     # A meaningful change: new text differs beyond the trivial SimHash distance and the payload
     # differs. NULL when the URL was not successfully fetched or had no previous capture.
-    changed = f"""CASE
-      WHEN s.fetch_status = 'not_modified' THEN false
-      WHEN s.fetch_status != 'fetched' THEN NULL
-      WHEN t.payload_digest IS NULL AND t.content_hash IS NULL THEN NULL
-      WHEN s.payload_digest = t.payload_digest THEN false
-      WHEN s.content_hash IS NULL OR t.content_hash IS NULL THEN true
-      WHEN s.content_hash = t.content_hash THEN false
-      WHEN s.simhash IS NOT NULL AND t.simhash IS NOT NULL
-           AND bit_count(s.simhash ^ t.simhash) <= {trivial} THEN false
-      ELSE true END"""
+    changed = meaningful_change_sql(ChangeColumns(
+        status="s.fetch_status", new_digest="s.payload_digest", old_digest="t.payload_digest",
+        new_hash="s.content_hash", old_hash="t.content_hash", new_simhash="s.simhash",
+        old_simhash="t.simhash",
+        # a previous capture: crawldb holds its payload digest or text hash
+        has_previous="t.payload_digest IS NOT NULL OR t.content_hash IS NOT NULL",
+    ), trivial)
     interval_d = (
         f"(unix_timestamp({now_sql}) - unix_timestamp(t.last_fetch_time)) / {float(day)}"
     )
     history = f"""CASE WHEN ({changed}) IS NOT NULL AND t.last_fetch_time IS NOT NULL
       THEN slice(concat(coalesce(t.change_history, array()),
                         array(named_struct('interval_d', {interval_d}, 'changed', ({changed})))),
-                 -32, 32)
+                 -{HISTORY_MAX}, {HISTORY_MAX})
       ELSE t.change_history END"""
     interval_s = f"coalesce(t.fetch_interval_s, {int(sch['default_interval_days'] * day)})"
     next_fetch = f"""CASE

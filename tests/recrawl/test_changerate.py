@@ -16,7 +16,6 @@ from recrawl.changerate import (
     estimate_from_history,
     estimate_rate,
     history_arrays,
-    is_meaningful_change,
     is_regular,
     likelihood_score,
     log_likelihood,
@@ -209,19 +208,6 @@ def test_no_history_returns_the_prior_mean():
         estimate_rate([1.0], [])
     with pytest.raises(ValueError):
         GammaPrior(mean=-1.0)
-
-
-# --- change detection --------------------------------------------------------------------------
-
-
-def test_is_meaningful_change():
-    assert not is_meaningful_change("h1", "h1", 5, 1 << 40)  # same content hash
-    assert not is_meaningful_change("h1", "h2", 0b0000, 0b0111, threshold=3)  # rotating clock
-    assert is_meaningful_change("h1", "h2", 0b0000, 0b1111, threshold=3)
-    assert is_meaningful_change("h1", "h2", None, 7)  # nothing to compare the text with
-    assert is_meaningful_change(None, "h2")  # no previous version
-    assert not is_meaningful_change("h1", None, 1, None, not_modified=True)  # a 304
-    assert not is_meaningful_change(None, "h2", -1, -1)  # equal signed simhashes
 
 
 # --- stored history ----------------------------------------------------------------------------

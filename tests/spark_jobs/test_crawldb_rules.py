@@ -1,0 +1,61 @@
+"""The crawldb rule book: each rule gives the same answer as Python, as Spark SQL (updatedb) and
+as DuckDB SQL (the analytics), on one table of cases."""
+
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from recrawl.crawldb_rules import ChangeColumns, meaningful_change, meaningful_change_sql
+
+pytestmark = pytest.mark.spark
+
+TRIVIAL = 3
+NEG = -(2**63) + 5  # simhashes are signed 64-bit in the tables
+# status, new digest, old digest, new hash, old hash, new simhash, old simhash, has previous
+CASES = [
+    ("not_modified", None, "d1", None, "h1", None, 1, True),         # a 304: no change
+    ("not_modified", None, None, None, None, None, None, False),     # a 304 says so even alone
+    ("fetched", "d1", None, "h1", None, 1, None, False),             # first capture: unknown
+    ("http_error", None, "d1", None, "h1", None, 1, True),           # not a success: unknown
+    ("timeout", None, None, None, None, None, None, False),
+    ("fetched", "d1", "d1", "h1", "h2", 0, 2**40, True),             # same payload
+    ("fetched", "d2", "d1", "h1", "h1", 0, 2**40, True),             # same text
+    ("fetched", "d2", "d1", "h1", "h2", 0b0000, 0b0111, True),       # rotating clock: 3 bits
+    ("fetched", "d2", "d1", "h1", "h2", 0b0000, 0b1111, True),       # 4 bits: a change
+    ("fetched", "d2", "d1", "h1", "h2", NEG, NEG ^ 0b11, True),      # signed, 2 bits
+    ("fetched", "d2", "d1", "h1", "h2", -1, 0, True),                # signed, 64 bits
+    ("fetched", "d2", "d1", None, "h2", 5, 5, True),                 # not parsed: a change
+    ("fetched", "d2", "d1", "h1", None, None, None, True),
+    ("fetched", None, "d1", "h1", "h2", None, 7, True),              # no simhash to compare
+    ("fetched", None, None, "h1", "h1", None, None, True),            # no digests, same text
+]
+COLS = ChangeColumns(status="status", new_digest="nd", old_digest="od", new_hash="nh",
+                     old_hash="oh", new_simhash="ns", old_simhash="os", has_previous="prev")
+DDL = ("status string, nd string, od string, nh string, oh string, ns bigint, os bigint, "
+       "prev boolean, i int")
+
+
+def test_the_change_rule_is_one_rule_in_python_spark_and_duckdb(spark):
+    want = [meaningful_change(*c, trivial_distance=TRIVIAL) for c in CASES]
+    assert want[:5] == [False, False, None, None, None]
+    assert want[5:11] == [False, False, False, True, False, True]
+
+    rows = [(*c, i) for i, c in enumerate(CASES)]
+    df = spark.createDataFrame(rows, DDL)
+    got_spark = [r[0] for r in df.orderBy("i").selectExpr(
+        meaningful_change_sql(COLS, TRIVIAL, "spark")).collect()]
+    assert got_spark == want
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (status VARCHAR, nd VARCHAR, od VARCHAR, nh VARCHAR, "
+                "oh VARCHAR, ns BIGINT, os BIGINT, prev BOOLEAN, i INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    got_duck = [r[0] for r in con.execute(
+        f"SELECT {meaningful_change_sql(COLS, TRIVIAL, 'duckdb')} FROM t ORDER BY i").fetchall()]
+    assert got_duck == want
+
+
+def test_an_unknown_dialect_is_refused():
+    with pytest.raises(ValueError, match="dialect"):
+        meaningful_change_sql(COLS, TRIVIAL, "postgres")
