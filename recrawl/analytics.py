@@ -16,16 +16,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from recrawl.crawldb_rules import ChangeColumns, meaningful_change_sql
-
-# recrawl.schemas.FETCH_STATUSES in display order, repeated here so that the no-JVM path never
-# imports pyspark (a test checks the two agree).
-FETCH_STATUSES = (
-    "fetched", "not_modified", "redirect", "gone", "robots_denied", "http_error", "timeout",
-    "dns_error", "connect_error", "too_large", "filtered_type", "retry_later", "skipped_budget",
+from recrawl.crawldb_rules import (
+    FETCH_STATUSES,  # noqa: F401 (notebooks use an.FETCH_STATUSES)
+    SUCCESS,
+    ChangeColumns,
+    meaningful_change_sql,
 )
-# Fetch statuses that mean "we have the page" (a 304 confirms the stored copy).
-SUCCESS = ("fetched", "not_modified")
+
 # Change-rate buckets (changes per day): ~monthly, weekly, every few days, daily, hourly-ish.
 CHANGE_RATE_EDGES = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 # Age buckets for freshness, in days since the last successful fetch.

@@ -2,13 +2,38 @@
 
 Each rule is a Python function (what tests and readers reason with) next to a generator of the
 SQL that Spark (updatedb) or DuckDB (recrawl.analytics) evaluates; tests/spark_jobs/
-test_crawldb_rules.py runs one table of cases through all three. So far: the change rule and
-the change-history window (docs/architecture.md lists where the other rules live).
+test_crawldb_rules.py runs one table of cases through all three. So far: the status names, the
+change rule and the change-history window (docs/architecture.md lists where the other rules
+live).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# --- statuses ------------------------------------------------------------------------------
+
+# fetches.fetch_status: the fetcher's verdict on one URL (fetcher/models.py declares the same
+# names for the fetch core used alone; tests/recrawl/test_crawldb_rules.py keeps them equal).
+FETCH_STATUSES = (
+    "fetched", "not_modified", "redirect", "gone", "robots_denied", "http_error", "timeout",
+    "dns_error", "connect_error", "too_large", "filtered_type", "retry_later", "skipped_budget",
+)
+# crawldb.status: what updatedb concluded about a URL.
+CRAWLDB_STATUSES = (
+    "unfetched", "fetched", "gone", "redirect_temp", "redirect_perm", "robots_denied", "failed",
+    "duplicate", "trap",
+)
+# Fetch statuses that mean "we have the page" (a 304 confirms the stored copy).
+SUCCESS = ("fetched", "not_modified")
+# Fetch failures retried up to updatedb.max_retries before the URL becomes `failed`.
+TRANSIENT = ("http_error", "timeout", "dns_error", "connect_error")
+# crawldb statuses generate hands out once due (never duplicates, permanent redirects, traps).
+DUE_STATUSES = ("unfetched", "fetched", "redirect_temp", "gone", "robots_denied", "failed")
+# crawldb statuses whose next fetch the schedule step plans (the rest keep updatedb's times).
+SCHEDULED_STATUSES = ("fetched", "duplicate")
+
+# --- change history ---------------------------------------------------------------------------
 
 # Visits kept in crawldb.change_history (the newest ones); the estimator reads no more.
 HISTORY_MAX = 32

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from recrawl import analytics
 from recrawl.config import Config
+from recrawl.crawldb_rules import FETCH_STATUSES
 
 
 def esc(value) -> str:
@@ -293,7 +294,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                                            ("new_urls", "new URLs"), ("duplicates", "duplicates")],
                                   "table-rounds")),
     ))
-    cats, series = analytics.pivot(status_rows, "round_id", "fetch_status", "n", analytics.FETCH_STATUSES)
+    cats, series = analytics.pivot(status_rows, "round_id", "fetch_status", "n", FETCH_STATUSES)
     sections.append(_section(
         "fetch-status", "Fetch statuses per round",
         "What every fetch attempt ended as. <code>retry_later</code> is a host pushing back "
@@ -347,7 +348,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                                           ("unfetched", "unfetched"), ("other", "other"),
                                           ("host_rank", "host rank"), ("trap", "trap")])),
     ))
-    mcats, mseries = analytics.pivot(mix, "host", "fetch_status", "n", analytics.FETCH_STATUSES)
+    mcats, mseries = analytics.pivot(mix, "host", "fetch_status", "n", FETCH_STATUSES)
     sections.append(_section(
         "status-mix", "Fetch status mix per host", "All rounds, the same hosts' fetch attempts.",
         bar_chart("chart-status-mix", mcats, mseries, horizontal=True, why=_NO_FETCH),

@@ -25,6 +25,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from recrawl.crawldb_rules import CRAWLDB_STATUSES, FETCH_STATUSES  # noqa: F401 (the contract)
+
 S, L, I, D, B, T = StringType(), LongType(), IntegerType(), DoubleType(), BooleanType(), TimestampType()
 
 
@@ -270,14 +272,7 @@ TABLES: dict[str, TableSpec] = {
     )
 }
 
-FETCH_STATUSES = (
-    "fetched", "not_modified", "redirect", "gone", "robots_denied", "http_error", "timeout",
-    "dns_error", "connect_error", "too_large", "filtered_type", "retry_later", "skipped_budget",
-)
-CRAWLDB_STATUSES = (
-    "unfetched", "fetched", "gone", "redirect_temp", "redirect_perm", "robots_denied", "failed",
-    "duplicate", "trap",
-)
+# fetches.fetch_status and crawldb.status enumerations: recrawl.crawldb_rules
 # links.kind: where parse found the link (recrawl.parsing.OUTLINK_KINDS) — all but "redirect":
 # redirect targets go from fetches.final_url to crawldb, never through links.
 LINK_KINDS = ("a", "area", "frame", "canonical", "refresh", "sitemap")

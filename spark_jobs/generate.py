@@ -21,9 +21,8 @@ import math
 from collections.abc import Iterable
 
 from recrawl.config import Config, ConfigError
+from recrawl.crawldb_rules import DUE_STATUSES
 from recrawl.schedules import change_probability_sql, discovery_slots
-
-DUE_STATUSES = ("unfetched", "fetched", "redirect_temp", "gone", "robots_denied", "failed")
 
 
 def per_host_cap(time_budget_s: float, delay_s: float, configured: int) -> int:

@@ -16,7 +16,7 @@ frontier holds never-fetched URLs (recrawl.schedules.revisit_budget), over every
 not only the round's: the driver solves the Lagrange multiplier mu on a (rate x weight) histogram of all
 `fetched` pages (a few thousand rows whatever the crawl size), and each scheduled page then gets
 its interval from mu in a UDF (mu travels in the UDF's closure: one float, the same as a
-broadcast). Duplicates are never generated again (spark_jobs.generate.DUE_STATUSES), so they
+broadcast). Duplicates are never generated again (recrawl.crawldb_rules.DUE_STATUSES), so they
 take no share of the budget. Rates of pages outside the round are their stored estimates.
 
 Weights are PageRank scores normalized to mean 1 over the scored pages (our PageRank sums to 1,
@@ -35,11 +35,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from recrawl.config import Config
+from recrawl.crawldb_rules import SCHEDULED_STATUSES
 
 POLICY_CODES = {"fixed": 0, "adaptive": 1, "optimal": 2}
 # Only fetched pages are generated again; they are the ones that share the daily budget.
 BUDGET_STATUSES = ("fetched",)
-SCHEDULED_STATUSES = ("fetched", "duplicate")
 # Histogram resolution for mu (recrawl.schedules.rate_weight_bucket): factor 1.33 per step.
 PER_DECADE = 8
 

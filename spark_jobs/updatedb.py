@@ -24,9 +24,7 @@ from __future__ import annotations
 import datetime as dt
 
 from recrawl.config import Config
-from recrawl.crawldb_rules import HISTORY_MAX, ChangeColumns, meaningful_change_sql
-
-TRANSIENT = ("http_error", "timeout", "dns_error", "connect_error")
+from recrawl.crawldb_rules import HISTORY_MAX, TRANSIENT, ChangeColumns, meaningful_change_sql
 
 
 def _status_expr(max_retries: int) -> str:

@@ -124,11 +124,6 @@ def test_report_on_a_home_without_tables_is_a_one_line_error(tmp_path):
     assert "Traceback" not in out.stderr and not (tmp_path / "r.html").exists()
 
 
-def test_statuses_match_the_schema_declaration():
-    from recrawl.schemas import FETCH_STATUSES
-
-    assert analytics.FETCH_STATUSES == FETCH_STATUSES
-
 
 def test_bar_chart_marks_every_bar_and_escapes_labels():
     html = report.bar_chart("c", ["r1", "<r2>"], [("fetched", [3, 4]), ("gone", [1, None])])

@@ -59,3 +59,13 @@ def test_the_change_rule_is_one_rule_in_python_spark_and_duckdb(spark):
 def test_an_unknown_dialect_is_refused():
     with pytest.raises(ValueError, match="dialect"):
         meaningful_change_sql(COLS, TRIVIAL, "postgres")
+
+
+def test_the_fetch_core_and_the_tables_name_the_same_statuses():
+    from fetcher import models
+    from recrawl import crawldb_rules, schemas
+
+    assert models.FETCH_STATUSES == crawldb_rules.FETCH_STATUSES == schemas.FETCH_STATUSES
+    rules = crawldb_rules
+    assert set(rules.SUCCESS) | set(rules.TRANSIENT) <= set(rules.FETCH_STATUSES)
+    assert set(rules.DUE_STATUSES) | set(rules.SCHEDULED_STATUSES) <= set(rules.CRAWLDB_STATUSES)
