@@ -2,13 +2,15 @@
 
 Each rule is a Python function (what tests and readers reason with) next to a generator of the
 SQL that Spark (updatedb) or DuckDB (recrawl.analytics) evaluates; tests/spark_jobs/
-test_crawldb_rules.py runs one table of cases through all three. So far: the status names, the
-change rule and the change-history window (docs/architecture.md lists where the other rules
+test_crawldb_rules.py runs one table of cases through all three. So far: the status names, due-ness,
+the per-host cap, the change rule and the change-history window (docs/architecture.md lists where the other rules
 live).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from dataclasses import dataclass
 
 # --- statuses ------------------------------------------------------------------------------
@@ -32,6 +34,41 @@ TRANSIENT = ("http_error", "timeout", "dns_error", "connect_error")
 DUE_STATUSES = ("unfetched", "fetched", "redirect_temp", "gone", "robots_denied", "failed")
 # crawldb statuses whose next fetch the schedule step plans (the rest keep updatedb's times).
 SCHEDULED_STATUSES = ("fetched", "duplicate")
+
+# --- generation -------------------------------------------------------------------------------
+
+
+def is_due(status: str, next_fetch_time: dt.datetime | None, logical: dt.datetime,
+           lookahead_days: float) -> bool:
+    """Is a URL handed out by the round at `logical`? Its status allows it and its next fetch
+    time is at or before the round plus the lookahead (generate.due_lookahead_days: rounds
+    come once a period, planned intervals do not; half a period rounds to the nearest round)."""
+    return (status in DUE_STATUSES and next_fetch_time is not None
+            and next_fetch_time <= logical + dt.timedelta(days=lookahead_days))
+
+
+def is_due_sql(due_by: str) -> str:
+    """`is_due` in Spark SQL over crawldb's columns; `due_by` is the timestamp literal of the
+    round's logical time plus the lookahead."""
+    statuses = ", ".join(f"'{s}'" for s in DUE_STATUSES)
+    return f"(status IN ({statuses}) AND next_fetch_time <= {due_by})"
+
+
+def per_host_cap(time_budget_s: float, delay_s: float, configured: int) -> int:
+    """URLs one host may get in a round: generate.max_per_host when set, else as many as its
+    delay lets one fetch task make within its time budget (Nutch's arithmetic), at least one."""
+    if configured > 0:
+        return configured
+    # budget / delay, then floor, as the SQL computes it (60 // 0.3 is 199.0 in floats)
+    return max(1, math.floor(time_budget_s / max(delay_s, 0.001)))
+
+
+def per_host_cap_sql(time_budget_s: float, delay: str, configured: int) -> str:
+    """`per_host_cap` in Spark SQL over a delay expression (seconds)."""
+    if configured > 0:
+        return str(int(configured))
+    return f"greatest(1, CAST(floor({float(time_budget_s)!r} / greatest({delay}, 0.001)) AS INT))"
+
 
 # --- change history ---------------------------------------------------------------------------
 

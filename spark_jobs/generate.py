@@ -21,15 +21,8 @@ import math
 from collections.abc import Iterable
 
 from recrawl.config import Config, ConfigError
-from recrawl.crawldb_rules import DUE_STATUSES
+from recrawl.crawldb_rules import is_due_sql, per_host_cap_sql
 from recrawl.schedules import change_probability_sql, discovery_slots
-
-
-def per_host_cap(time_budget_s: float, delay_s: float, configured: int) -> int:
-    """URLs one host can be fetched within a task's budget at its delay (Nutch's arithmetic)."""
-    if configured > 0:
-        return configured
-    return max(1, int(time_budget_s // max(delay_s, 0.001)))
 
 
 def priority_sql(mode: str, as_of: str, damping: float, staleness_cap: float) -> str:
@@ -105,8 +98,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # Rounds come at a fixed period, planned intervals do not: a URL due before this round
     # plus the lookahead (half a daily period by default) is served now rather than a whole
     # round late, so intervals round to the nearest round, not always up.
+    due = known.where(F.expr(is_due_sql(ts_lit(due_by))))
     is_due = F.col("next_fetch_time") <= F.expr(ts_lit(due_by))
-    due = known.where(F.col("status").isin(*DUE_STATUSES) & is_due)
     # Back-off comes from the servers' real Retry-After / failures: compare with the wall clock.
     in_backoff = F.col("backoff_until").isNotNull() & (F.col("backoff_until") > F.lit(wall_now))
     # On a trap host only pages already fetched are refreshed; new URLs wait (or never come).
@@ -119,10 +112,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     ))
     delay = F.greatest(F.lit(float(f["min_delay_s"])), F.coalesce("crawl_delay", F.lit(0.0)))
     budget = float(f["time_budget_s"])
-    cap = (
-        F.lit(int(g["max_per_host"])) if g["max_per_host"] > 0
-        else F.greatest(F.lit(1), F.floor(F.lit(budget) / delay).cast("int"))
-    )
+    cap = F.expr(per_host_cap_sql(budget, "delay", int(g["max_per_host"])))
     # Discovery share (recrawl.schedules.discovery_slots): inside each host's cap, the first
     # ceil(share x cap) never-fetched URLs go before the host's revisits, so a host whose
     # revisits could fill its cap still discovers.

@@ -69,3 +69,25 @@ def test_the_fetch_core_and_the_tables_name_the_same_statuses():
     rules = crawldb_rules
     assert set(rules.SUCCESS) | set(rules.TRANSIENT) <= set(rules.FETCH_STATUSES)
     assert set(rules.DUE_STATUSES) | set(rules.SCHEDULED_STATUSES) <= set(rules.CRAWLDB_STATUSES)
+
+
+def test_due_ness_and_the_per_host_cap_are_one_rule_in_python_and_spark(spark):
+    import datetime as dt
+
+    from recrawl.crawldb_rules import CRAWLDB_STATUSES, is_due, is_due_sql, per_host_cap, per_host_cap_sql
+
+    logical = dt.datetime(2026, 3, 1)
+    rows = [(s, logical + dt.timedelta(hours=h), d, i)
+            for i, (s, h, d) in enumerate(
+                (s, h, d) for s in CRAWLDB_STATUSES for h in (-30, 0, 11, 13)
+                for d in (0.0, 0.3, 7.0, 400.0))]
+    df = spark.createDataFrame(rows, "status string, next_fetch_time timestamp, delay double, i int")
+    for lookahead in (0.0, 0.5):
+        due_by = f"TIMESTAMP '{(logical + dt.timedelta(days=lookahead)).isoformat(sep=' ')}'"
+        got = [r[0] for r in df.orderBy("i").selectExpr(is_due_sql(due_by)).collect()]
+        assert got == [is_due(s, t, logical, lookahead) for s, t, _, _ in rows]
+        assert any(got) and not all(got)
+    for budget, configured in ((60.0, 0), (300.0, 0), (60.0, 7)):
+        got = [r[0] for r in df.orderBy("i").selectExpr(
+            per_host_cap_sql(budget, "delay", configured)).collect()]
+        assert got == [per_host_cap(budget, d, configured) for _, _, d, _ in rows]

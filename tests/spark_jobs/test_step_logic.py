@@ -2,9 +2,10 @@
 
 import pytest
 
+from recrawl.crawldb_rules import per_host_cap
 from recrawl.rounds import BadInput
 from recrawl.urlnorm import DEFAULT_RULES
-from spark_jobs.generate import pack_hosts, per_host_cap
+from spark_jobs.generate import pack_hosts
 from spark_jobs.inject import read_seeds
 from spark_jobs.updatedb import url_shape
 
