@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import http.client
 import json
 import os
 import re
@@ -34,7 +33,6 @@ from typing import Any
 from recrawl.config import PROJECT_ROOT, Config, load_config
 
 ROOT = PROJECT_ROOT
-CONTROL_HOST = "control.sim.test"
 # DAG params that size a round, and the configuration keys they set (dags/recrawl_airflow).
 ROUND_PARAMS = {
     "top_n": "generate.top_n",
@@ -77,20 +75,6 @@ def config_toml(cfg: Config) -> str:
 def round_conf(cfg: Config) -> dict[str, Any]:
     """`crawl_cycle` params (the trigger form's values) that reproduce `cfg`'s round size."""
     return {param: cfg.get(key) for param, key in ROUND_PARAMS.items()}
-
-
-def control(port: int, path: str) -> str:
-    """GET a simweb control endpoint: 127.0.0.1:port with the control host's name."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        conn.request("GET", path, headers={"Host": CONTROL_HOST})
-        resp = conn.getresponse()
-        body = resp.read().decode()
-        if resp.status != 200:
-            raise RuntimeError(f"simweb control {path}: {resp.status} {body.strip()}")
-        return body
-    finally:
-        conn.close()
 
 
 def start_simweb(port: int, sites: int, pages: int, log: Path, out: Path) -> tuple[subprocess.Popen, int]:
@@ -167,6 +151,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from recrawl.demo import demo_config
+    from simweb.web import control  # the demo's simulated web (an app's concern, not the core's)
 
     args = parser().parse_args(argv)
 

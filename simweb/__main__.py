@@ -8,7 +8,6 @@ request-log file offline against the same world (same seed and sizes).
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import signal
 import sys
@@ -17,21 +16,14 @@ import threading
 from simweb.audit import politeness_violations, robots_violations
 from simweb.site import World
 from simweb.truth import DEFAULT_TOKEN, Truth
-from simweb.web import CONTROL_HOST, SimWeb
+from simweb.web import SimWeb, control
 
 
 def _control(port: int, path: str) -> str:
-    """GET a control endpoint of the server on 127.0.0.1:port."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
-        conn.request("GET", path, headers={"Host": CONTROL_HOST})
-        resp = conn.getresponse()
-        body = resp.read().decode()
-        if resp.status != 200:
-            raise SystemExit(f"control request failed: {resp.status} {body.strip()}")
-        return body
-    finally:
-        conn.close()
+        return control(port, path)
+    except (RuntimeError, OSError) as e:
+        raise SystemExit(f"control request failed: {e}") from None
 
 
 def _world_args(p: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ through the control host.
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 from urllib.parse import parse_qs
@@ -19,6 +20,21 @@ from simweb.site import World
 from simweb.truth import Truth
 
 CONTROL_HOST = "control.sim.test"
+
+
+def control(port: int, path: str) -> str:
+    """GET a control endpoint (/__sim/seeds, /__sim/day...) of a simweb served on
+    127.0.0.1:port, from another process; RuntimeError unless it answers 200."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Host": CONTROL_HOST})
+        resp = conn.getresponse()
+        body = resp.read().decode()
+        if resp.status != 200:
+            raise RuntimeError(f"simweb control {path}: {resp.status} {body.strip()}")
+        return body
+    finally:
+        conn.close()
 
 
 class SimWeb:

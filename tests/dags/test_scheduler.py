@@ -79,8 +79,9 @@ def deployment(request, tmp_path_factory):
 
 
 def _deployment(tmp: Path, spark: dict | None):
-    from recrawl.airflow_demo import SHORT_LIVED_DRIVER, config_toml, control, start_simweb
+    from recrawl.airflow_demo import SHORT_LIVED_DRIVER, config_toml, start_simweb
     from recrawl.demo import demo_config
+    from simweb.web import control
 
     web, port = start_simweb(free_port(18200, 18299), SITES, PAGES, tmp / "server-log.jsonl", tmp / "simweb.out")
     stack = None
