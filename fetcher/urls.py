@@ -19,16 +19,20 @@ class BadURL(ValueError):
     """Not an http(s) URL with a host."""
 
 
-def _fallback_normalize(url: str, base: str | None = None) -> str:
-    if base:
-        url = urljoin(base, url)
+def _split(url: str):
+    """(parts, lower-case scheme, host as written in a URL) of an http(s) URL, else BadURL."""
     parts = urlsplit(url.strip())
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
         raise BadURL(f"unsupported URL {url[:200]!r}")
     host = parts.hostname.lower().rstrip(".")
-    if ":" in host:
-        host = f"[{host}]"
+    return parts, scheme, f"[{host}]" if ":" in host else host
+
+
+def _fallback_normalize(url: str, base: str | None = None) -> str:
+    if base:
+        url = urljoin(base, url)
+    parts, scheme, host = _split(url)
     port = parts.port
     netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
     path = remove_dot_segments(parts.path or "/")
@@ -36,13 +40,7 @@ def _fallback_normalize(url: str, base: str | None = None) -> str:
 
 
 def _fallback_host_key(url: str) -> str:
-    parts = urlsplit(url.strip())
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        raise BadURL(f"unsupported URL {url[:200]!r}")
-    host = parts.hostname.lower().rstrip(".")
-    if ":" in host:
-        host = f"[{host}]"
+    parts, scheme, host = _split(url)
     return f"{scheme}://{host}:{parts.port or _DEFAULT_PORTS[scheme]}"
 
 
