@@ -546,7 +546,7 @@ SCHEDULES: dict[str, type] = {
 _ALIASES = {"default": "fixed", "change_rate": "optimal", "changerate": "optimal"}
 # Keys of the [schedule] config section that are not parameters of every policy;
 # make_schedule passes each to the policies that have it and ignores it for the others, so
-# that `make_schedule(cfg.policy, **cfg)` works for every policy (prior_* and history_max
+# that `make_schedule(cfg.policy, **cfg)` works for every policy (prior_* keys
 # configure recrawl.changerate, inc_rate / dec_rate only the adaptive policy).
 _SECTION_KEYS = frozenset(
     {
@@ -555,7 +555,6 @@ _SECTION_KEYS = frozenset(
         "daily_budget",
         "prior_mean",
         "prior_strength",
-        "history_max",
         "inc_rate",
         "dec_rate",
         "oracle_rates",
