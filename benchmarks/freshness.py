@@ -31,13 +31,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from recrawl.allocation import freshness
 from recrawl.changerate import GammaPrior, estimate_from_history, update_history
 from recrawl.schedules import (
     AdaptiveSchedule,
     ChangeRateOptimalSchedule,
     FixedSchedule,
     PageState,
-    freshness,
 )
 
 

@@ -40,7 +40,7 @@ from recrawl.crawldb_rules import SCHEDULED_STATUSES
 POLICY_CODES = {"fixed": 0, "adaptive": 1, "optimal": 2}
 # Only fetched pages are generated again; they are the ones that share the daily budget.
 BUDGET_STATUSES = ("fetched",)
-# Histogram resolution for mu (recrawl.schedules.rate_weight_bucket): factor 1.33 per step.
+# Histogram resolution for mu (recrawl.allocation.rate_weight_bucket): factor 1.33 per step.
 PER_DECADE = 8
 
 
@@ -55,7 +55,7 @@ def build_policy(section: Mapping[str, Any]):
 
 
 def bucket_sql(rate: str, weight: str, per_decade: int = PER_DECADE) -> str:
-    """Spark SQL of recrawl.schedules.rate_weight_bucket over two numeric columns."""
+    """Spark SQL of recrawl.allocation.rate_weight_bucket over two numeric columns."""
 
     def step(x: str) -> str:
         return (

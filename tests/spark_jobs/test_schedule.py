@@ -6,8 +6,9 @@ import datetime as dt
 
 import pytest
 
+from recrawl.allocation import rate_weight_bucket
 from recrawl.changerate import GammaPrior, estimate_from_history
-from recrawl.schedules import ChangeRateOptimalSchedule, rate_weight_bucket
+from recrawl.schedules import ChangeRateOptimalSchedule
 
 pytestmark = pytest.mark.spark
 
