@@ -33,6 +33,8 @@ per simulated day [d, d+1) after round d, exactly from simweb's change times:
   spearman - rank correlation of crawldb.change_rate with the true rate, over held pages, at
              the end (the oracle's stored rates are the truth it was given)
 Averages are over days >= warmup (default: a third of the days).
+At the end, per true-rate class of simweb's mix: the held pages' median true rate, median
+estimate (crawldb.change_rate) and median revisit interval chosen (crawldb.fetch_interval_s).
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class PolicyRun:
     spearman: float
     rated: int  # held pages with an estimate (the Spearman sample)
     wall_s: float
+    by_class: list[dict] = dataclasses.field(default_factory=list)  # by_rate_class at the end
 
     def averages(self, warmup: int) -> dict[str, float]:
         """Time averages over days >= warmup (the last day if warmup leaves none)."""
@@ -111,6 +114,46 @@ def spearman(x: list[float], y: list[float]) -> float:
     if len(x) < 3:
         return math.nan
     return float(spearmanr(x, y).statistic)
+
+
+def rate_class(rate: float) -> float:
+    """The typical rate of simweb's rate class nearest `rate` in log space
+    (simweb.changes.WEB_RATE_CLASSES: each page's rate is its class's, log-normally spread)."""
+    from simweb.changes import WEB_RATE_CLASSES
+
+    return min((typical for _, typical in WEB_RATE_CLASSES),
+               key=lambda t: abs(math.log(max(rate, 1e-9) / t)))
+
+
+def _median(xs: list[float]) -> float | None:
+    xs = sorted(xs)
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def by_rate_class(rows: list[tuple[float, float | None, float | None]]) -> list[dict]:
+    """Per true-rate class, over held pages given as (true rate, estimated rate or None, revisit
+    interval in days or None): pages, median true rate, median estimate, median interval."""
+    groups: dict[float, list[tuple[float, float | None, float | None]]] = {}
+    for row in rows:
+        groups.setdefault(rate_class(row[0]), []).append(row)
+    return [{
+        "class": c, "pages": len(g), "true": _median([r[0] for r in g]),
+        "estimated": _median([r[1] for r in g if r[1] is not None]),
+        "interval_d": _median([r[2] for r in g if r[2] is not None]),
+    } for c, g in sorted(groups.items())]
+
+
+def class_lines(run: PolicyRun) -> list[str]:
+    """The schedule's view of each true-rate class at the end of a run."""
+    def f(x: float | None, fmt: str) -> str:
+        return "-" if x is None else format(x, fmt)
+
+    return [f"  {run.policy:8s} class {c['class']:6.3f}/d: {c['pages']:4d} pages, true "
+            f"{f(c['true'], '.3f')}, estimated {f(c['estimated'], '.3f')}, revisit every "
+            f"{f(c['interval_d'], '.1f')} d" for c in run.by_class]
 
 
 def split_key(url: str) -> tuple[str, str]:
@@ -234,14 +277,20 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
             print(f"  {policy:8s} day {d:3d}: fresh {fresh:.3f} wfresh {wfresh:.3f} "
                   f"age {age:5.2f} cover {day.coverage:.2f} requests {requests:4d} "
                   f"unchanged {unchanged:4d} ({day.wall_s:.0f} s)", flush=True)
-        est, true = [], []
+        est, true, classes = [], [], []
         crawldb = spark.read.format("delta").load(cfg.table_path("crawldb"))
-        for r in crawldb.where("change_rate IS NOT NULL").select("url", "change_rate").collect():
+        for r in crawldb.select("url", "change_rate", "fetch_interval_s").collect():
             key = split_key(r["url"])
-            if key in pages and key in held:
-                est.append(float(r["change_rate"]))
+            if key not in pages or key not in held:
+                continue
+            rate = None if r["change_rate"] is None else float(r["change_rate"])
+            interval = None if r["fetch_interval_s"] is None else r["fetch_interval_s"] / 86400.0
+            classes.append((pages[key].rate, rate, interval))
+            if rate is not None:
+                est.append(rate)
                 true.append(pages[key].rate)
-    return PolicyRun(policy, days, spearman(est, true), len(est), time.perf_counter() - t_start)
+    return PolicyRun(policy, days, spearman(est, true), len(est), time.perf_counter() - t_start,
+                     by_rate_class(classes))
 
 
 def table(runs: list[PolicyRun], warmup: int) -> list[str]:
@@ -327,11 +376,16 @@ def main(argv: list[str] | None = None) -> int:
             for line in table(runs, args.warmup):
                 print(line, flush=True)
         spark.stop()
+    print("\nper true-rate class at the end (held pages; medians):")
+    for r in runs:
+        for line in class_lines(r):
+            print(line)
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps(
             [{"policy": r.policy, "spearman": r.spearman, "rated": r.rated,
-              "days": [dataclasses.asdict(d) for d in r.days]} for r in runs], indent=1))
+              "days": [dataclasses.asdict(d) for d in r.days], "by_class": r.by_class}
+             for r in runs], indent=1))
     return 0
 
 
