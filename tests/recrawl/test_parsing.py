@@ -13,14 +13,12 @@ import time
 
 import pytest
 
+from recrawl.charset import decode_html, encoding_for_label
 from recrawl.linkfilter import LinkFilterRules
 from recrawl.parsing import (
     MAX_ANCHOR_CHARS,
     Outlink,
     ParsedPage,
-    content_hash,
-    decode_html,
-    encoding_for_label,
     parse_html,
 )
 from recrawl.urlnorm import NormalizeRules
@@ -483,12 +481,12 @@ def test_shift_jis_page_declared_in_header_only():
 
 
 def test_extractor_crash_is_recorded_and_text_falls_back(monkeypatch):
-    import recrawl.parsing as parsing
+    import recrawl.extract as extract
 
     def boom(text, url):
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(parsing, "_extract_main", boom)
+    monkeypatch.setattr(extract, "extract_main", boom)
     page = parse_html(ARTICLE.encode(), None, PAGE_URL)
     assert page.error.startswith("extract: RecursionError")
     assert "Maßnahmenpaket" in page.text
@@ -607,16 +605,6 @@ def test_random_html_soup_never_raises():
         body = b"".join(rnd.choice(tokens) for _ in range(rnd.randint(0, 200)))
         page = parse_html(body, rnd.choice([None, "text/html; charset=gbk"]), PAGE_URL)
         _assert_sane(page)
-
-
-# --- content hash -------------------------------------------------------------------------
-
-
-def test_content_hash_ignores_whitespace_differences():
-    assert content_hash("a  b\n\tc ") == content_hash("a b c")
-    assert content_hash("a b c") != content_hash("a b d")
-    assert content_hash("") == "da39a3ee5e6b4b0d3255bfef95601890afd80709"
-    assert len(content_hash("x")) == 40
 
 
 # --- benchmark pages ----------------------------------------------------------------------
