@@ -19,12 +19,6 @@ class SchemaMismatch(RuntimeError):
     """A Delta table's stored schema does not match the declaration in recrawl.schemas."""
 
 
-def _delta_table(spark, path: str):
-    from delta.tables import DeltaTable
-
-    return DeltaTable.forPath(spark, path)
-
-
 def table_exists(spark, path: str) -> bool:
     from delta.tables import DeltaTable
 
