@@ -119,8 +119,7 @@ def synth_fetch_parse(spark, cfg, round_id: str, n_urls: int, seed: int, n_hosts
     """Write the round's fetches, pages and links as the fetch and parse steps would."""
     from pyspark.sql import functions as F
 
-    from recrawl.tables import read, replace_round
-    from spark_jobs.common import sql_str
+    from recrawl.tables import read, replace_round, sql_str
     from spark_jobs.parse import write_latest_outlinks
 
     fetch_time = ROUND_DATE + dt.timedelta(hours=1)

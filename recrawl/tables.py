@@ -15,6 +15,12 @@ from recrawl.config import Config
 from recrawl.schemas import TABLES, TableSpec
 
 
+def sql_str(value: str) -> str:
+    """A Spark SQL string literal, quotes and backslashes escaped (the one escaping rule for
+    values spliced into Spark SQL; DuckDB's is recrawl.analytics._in)."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 class SchemaMismatch(RuntimeError):
     """A Delta table's stored schema does not match the declaration in recrawl.schemas."""
 
@@ -74,8 +80,7 @@ def register_tables(spark, cfg: Config, names: Iterable[str] | None = None) -> l
         path = cfg.table_path(name)
         if not table_exists(spark, path):
             continue
-        escaped = path.replace("'", "\\'")
-        spark.sql(f"CREATE TABLE IF NOT EXISTS `{db}`.`{name}` USING DELTA LOCATION '{escaped}'")
+        spark.sql(f"CREATE TABLE IF NOT EXISTS `{db}`.`{name}` USING DELTA LOCATION {sql_str(path)}")
         done.append(name)
     return done
 
@@ -141,17 +146,13 @@ def replace_round(df, cfg: Config, name: str, round_id: str) -> None:
         conform(df, name)
         .write.format("delta")
         .mode("overwrite")
-        .option("replaceWhere", f"round_id = '{_sql_str(round_id)}'")
+        .option("replaceWhere", f"round_id = {sql_str(round_id)}")
         .save(cfg.table_path(name))
     )
 
 
 def overwrite(df, cfg: Config, name: str) -> None:
     conform(df, name).write.format("delta").mode("overwrite").save(cfg.table_path(name))
-
-
-def _sql_str(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def with_retry(action, *, attempts: int = 5, what: str = "Delta commit"):

@@ -19,8 +19,7 @@ def run(spark, cfg: Config, round_id: str) -> int:
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     from recrawl.captures import url_fields
-    from recrawl.tables import read, replace_round
-    from spark_jobs.common import sql_str
+    from recrawl.tables import read, replace_round, sql_str
 
     fetches = read(spark, cfg, "fetches").where(
         f"round_id = {sql_str(round_id)} AND warc_type IS NOT NULL AND warc_file IS NOT NULL")

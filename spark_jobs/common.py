@@ -36,9 +36,6 @@ def naive_utc(t: dt.datetime) -> dt.datetime:
     return t.astimezone(dt.UTC).replace(tzinfo=None) if t.tzinfo else t
 
 
-def sql_str(value: str) -> str:
-    """A SQL string literal with quotes and backslashes escaped."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def ts_lit(t: dt.datetime) -> str:

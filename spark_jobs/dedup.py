@@ -232,8 +232,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from recrawl.tables import read, replace_round
-    from spark_jobs.common import sql_str, ts_lit
+    from recrawl.tables import read, replace_round, sql_str
+    from spark_jobs.common import ts_lit
 
     d = cfg.section("dedup")
     k, layout, cap = int(d["max_distance"]), d["layout"], int(d["max_bucket"])

@@ -124,8 +124,7 @@ def _fs_delete(spark, target: str) -> None:
 def earlier_attempt(spark, cfg: Config, round_id: str) -> bool:
     """Whether this round's fetch ran before (killed, crashed or complete): its WARC folder
     has files, its staging folder is left over, or `fetches` has rows for the round."""
-    from recrawl.tables import read
-    from spark_jobs.common import sql_str
+    from recrawl.tables import read, sql_str
 
     jvm = spark._jvm
     for folder in (f"{cfg.home}/staging/fetch/{round_id}",
@@ -174,8 +173,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from pyspark.sql import functions as F
 
     from recrawl.schemas import FETCHES, HOSTS, ROBOTS
-    from recrawl.tables import read, replace_round
-    from spark_jobs.common import sql_str
+    from recrawl.tables import read, replace_round, sql_str
 
     check_no_speculation(spark)
     fl = read(spark, cfg, "fetch_list").where(f"round_id = {sql_str(round_id)}")

@@ -68,8 +68,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from recrawl.tables import read, replace_round
-    from spark_jobs.common import naive_utc, sql_str, ts_lit
+    from recrawl.tables import read, replace_round, sql_str
+    from spark_jobs.common import naive_utc, ts_lit
 
     g, f = cfg.section("generate"), cfg.section("fetcher")
     lookahead = float(g["due_lookahead_days"])
@@ -298,8 +298,8 @@ def live_marks(spark, cfg: Config, round_id: str, expiry: dt.datetime):
     The generation marks live in `fetch_list` + `rounds`, not in crawldb: writing a mark into
     crawldb was a MERGE of the whole round, which rewrote every crawldb file (docs/scale.md).
     """
-    from recrawl.tables import read
-    from spark_jobs.common import naive_utc, sql_str
+    from recrawl.tables import read, sql_str
+    from spark_jobs.common import naive_utc
 
     # epoch seconds, not the timestamp: collect() would convert it to the driver's local zone
     rows = read(spark, cfg, "rounds").selectExpr(

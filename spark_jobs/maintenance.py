@@ -120,8 +120,7 @@ def _count_files(spark, directory: str) -> int:
 def _warc_retention(spark, cfg: Config, logical: dt.datetime, days: float) -> dict[str, int]:
     from delta.tables import DeltaTable
 
-    from recrawl.tables import read
-    from spark_jobs.common import sql_str
+    from recrawl.tables import read, sql_str
 
     cutoff = (logical - dt.timedelta(days=days)).date()
     round_dates = {r["round_id"]: r["logical_date"]

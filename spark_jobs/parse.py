@@ -115,9 +115,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
     from fetcher.storage import S3Options
     from recrawl.schemas import PAGES
-    from recrawl.tables import read, replace_round
+    from recrawl.tables import read, replace_round, sql_str
     from recrawl.urlnorm import host_key
-    from spark_jobs.common import filter_rules, norm_rules, sql_str
+    from spark_jobs.common import filter_rules, norm_rules
 
     p = cfg.section("parse")
     opts = {
@@ -198,8 +198,7 @@ def write_latest_outlinks(spark, cfg: Config, round_id: str, parsed_urls, links)
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from recrawl.tables import replace_round
-    from spark_jobs.common import sql_str
+    from recrawl.tables import replace_round, sql_str
 
     srcs = parsed_urls.select(F.col("url").alias("src_url")).distinct()
     (

@@ -98,8 +98,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         interval_seconds,
         revisit_budget,
     )
-    from recrawl.tables import read
-    from spark_jobs.common import sql_str, ts_lit
+    from recrawl.tables import read, sql_str
+    from spark_jobs.common import ts_lit
 
     sch = cfg.section("schedule")
     policy = build_policy(sch)

@@ -47,9 +47,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from recrawl.tables import read
+    from recrawl.tables import read, sql_str
     from recrawl.urlnorm import try_normalize
-    from spark_jobs.common import naive_utc, norm_rules, session_conf, sql_str
+    from spark_jobs.common import naive_utc, norm_rules, session_conf
 
     u, sch = cfg.section("updatedb"), cfg.section("schedule")
     now = naive_utc(logical)
