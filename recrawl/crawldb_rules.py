@@ -1,10 +1,10 @@
 """The crawldb rule book: crawl rules written once, as Python and as the SQL the jobs run.
 
 Each rule is a Python function (what tests and readers reason with) next to a generator of the
-SQL that Spark (updatedb) or DuckDB (recrawl.analytics) evaluates; tests/spark_jobs/
-test_crawldb_rules.py runs one table of cases through all three. So far: the status names, due-ness,
-the per-host cap, the change rule and the change-history window (docs/architecture.md lists where the other rules
-live).
+SQL that Spark (updatedb, generate) or DuckDB (recrawl.analytics) evaluates;
+tests/spark_jobs/test_crawldb_rules.py runs one table of cases through them. So far: the status
+names, due-ness, the per-host cap, a new URL's values, the change rule and the change-history
+window (docs/architecture.md lists where the other rules live).
 """
 
 from __future__ import annotations
@@ -68,6 +68,23 @@ def per_host_cap_sql(time_budget_s: float, delay: str, configured: int) -> str:
     if configured > 0:
         return str(int(configured))
     return f"greatest(1, CAST(floor({float(time_budget_s)!r} / greatest({delay}, 0.001)) AS INT))"
+
+
+# --- new rows ---------------------------------------------------------------------------------
+
+
+def new_url_values(default_interval_days: float) -> dict[str, str | int]:
+    """crawldb values of a URL seen for the first time, whoever finds it (inject's seeds,
+    updatedb's outlinks, redirect targets and sitemaps), besides url, host, depth and the
+    round's time in discovered_at and next_fetch_time (due at once)."""
+    return {"status": "unfetched", "retries": 0, "fetch_count": 0, "change_count": 0,
+            "parse_failures": 0, "fetch_interval_s": int(default_interval_days * 86400)}
+
+
+def new_url_values_sql(default_interval_days: float) -> dict[str, str]:
+    """`new_url_values` as SQL literals, for a MERGE's insert clause."""
+    return {k: f"'{v}'" if isinstance(v, str) else str(v)
+            for k, v in new_url_values(default_interval_days).items()}
 
 
 # --- change history ---------------------------------------------------------------------------

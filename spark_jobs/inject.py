@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recrawl.config import Config
+from recrawl.crawldb_rules import new_url_values
 from recrawl.rounds import BadInput
 from recrawl.urlnorm import NormalizeRules, host_key, try_normalize
 
@@ -80,13 +81,10 @@ def run(spark, cfg: Config, seeds_path: str, logical: dt.datetime) -> dict[str, 
         print(f"inject: {seeds_path}: ... and {len(seeds.invalid) - MAX_REPORTED} more lines "
               "skipped", file=sys.stderr)
     now = naive_utc(logical)
+    new_values = new_url_values(float(cfg.get("schedule.default_interval_days")))
     rows = [
-        {
-            "url": u, "host": host_key(u), "status": "unfetched", "depth": 0,
-            "discovered_at": now, "next_fetch_time": now, "retries": 0, "fetch_count": 0,
-            "change_count": 0, "parse_failures": 0,
-            "fetch_interval_s": int(cfg.get("schedule.default_interval_days") * 86400),
-        }
+        {"url": u, "host": host_key(u), "depth": 0, "discovered_at": now, "next_fetch_time": now,
+         **new_values}
         for u in seeds.urls
     ]
     counts = {"lines": seeds.lines, "valid": len(seeds.urls), "invalid": len(seeds.invalid)}
@@ -113,6 +111,5 @@ def run(spark, cfg: Config, seeds_path: str, logical: dt.datetime) -> dict[str, 
 def _input_schema(full):
     from pyspark.sql.types import StructType
 
-    names = ("url", "host", "status", "depth", "discovered_at", "next_fetch_time", "retries",
-             "fetch_count", "change_count", "parse_failures", "fetch_interval_s")
+    names = ("url", "host", "depth", "discovered_at", "next_fetch_time", *new_url_values(1.0))
     return StructType([f for f in full.fields if f.name in names])

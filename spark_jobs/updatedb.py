@@ -24,7 +24,13 @@ from __future__ import annotations
 import datetime as dt
 
 from recrawl.config import Config
-from recrawl.crawldb_rules import HISTORY_MAX, TRANSIENT, ChangeColumns, meaningful_change_sql
+from recrawl.crawldb_rules import (
+    HISTORY_MAX,
+    TRANSIENT,
+    ChangeColumns,
+    meaningful_change_sql,
+    new_url_values_sql,
+)
 
 
 def _status_expr(max_retries: int) -> str:
@@ -238,11 +244,10 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
                      "depth": depth},
             )
             .whenNotMatchedInsert(condition="s.link_depth IS NOT NULL", values={
-                "url": "s.url", "host": "s.link_host", "status": "'unfetched'", "depth": "s.link_depth",
-                "discovered_at": now_sql, "next_fetch_time": now_sql, "retries": "0",
-                "fetch_count": "0", "change_count": "0", "parse_failures": "0",
+                "url": "s.url", "host": "s.link_host", "depth": "s.link_depth",
+                "discovered_at": now_sql, "next_fetch_time": now_sql,
                 "inlink_score": "s.inlink_est",
-                "fetch_interval_s": str(int(sch["default_interval_days"] * day)),
+                **new_url_values_sql(float(sch["default_interval_days"])),
             })
             .execute()
         )

@@ -91,3 +91,13 @@ def test_due_ness_and_the_per_host_cap_are_one_rule_in_python_and_spark(spark):
         got = [r[0] for r in df.orderBy("i").selectExpr(
             per_host_cap_sql(budget, "delay", configured)).collect()]
         assert got == [per_host_cap(budget, d, configured) for _, _, d, _ in rows]
+
+
+def test_a_new_url_gets_the_same_values_from_python_and_from_the_merge_sql(spark):
+    from recrawl.crawldb_rules import new_url_values, new_url_values_sql
+
+    want = new_url_values(2.5)
+    sql = new_url_values_sql(2.5)
+    row = spark.sql("SELECT " + ", ".join(f"{v} AS {k}" for k, v in sql.items())).first()
+    assert row.asDict() == want and want["fetch_interval_s"] == 216000
+    assert want["status"] == "unfetched"
