@@ -98,8 +98,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # Rounds come at a fixed period, planned intervals do not: a URL due before this round
     # plus the lookahead (half a daily period by default) is served now rather than a whole
     # round late, so intervals round to the nearest round, not always up.
-    due = known.where(F.expr(is_due_sql(ts_lit(due_by))))
-    is_due = F.col("next_fetch_time") <= F.expr(ts_lit(due_by))
+    is_due = F.expr(is_due_sql(ts_lit(due_by)))
+    due = known.where(is_due)
     # Back-off comes from the servers' real Retry-After / failures: compare with the wall clock.
     in_backoff = F.col("backoff_until").isNotNull() & (F.col("backoff_until") > F.lit(wall_now))
     # On a trap host only pages already fetched are refreshed; new URLs wait (or never come).
@@ -178,6 +178,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         importance = F.expr(importance_sql(mode, float(cfg.get("pagerank.damping"))))
         w_fill = Window.partitionBy("host").orderBy(F.col("priority").desc(), F.col("url"))
         fill = (
+            # fetched is a due status, so "not due" is the next fetch time past the lookahead
             known.where((F.col("status") == "fetched") & ~is_due & ~in_backoff)
             .where(p_change >= F.lit(min_change))
             .withColumn("priority", importance * p_change)
