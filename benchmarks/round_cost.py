@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="configuration override, e.g. spark.shuffle_partitions=2")
     ap.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
                     help="Spark SQL setting of a second crawl run side by side with the baseline")
+    ap.add_argument("--base", action="append", default=[], metavar="KEY=VALUE",
+                    help="Spark SQL setting of both runs of --variant (the common ground)")
     args = ap.parse_args(argv)
     if args.variant:
         return compare(args)
@@ -139,6 +141,8 @@ def compare(args) -> int:
             cfg = demo_config(f"{tmp}/{name}", **{"spark.extra": {"spark.ui.retainedJobs": "100000"}})
             cfgs.append(cfg.with_overrides(overrides, "--set") if overrides else cfg)
         spark = get_spark(cfgs[0], "round-cost")
+        for k, v in (kv.split("=", 1) for kv in args.base):
+            spark.conf.set(k, v)
         seen = {j[0] for j in _jobs(spark)}
         seeds = f"{tmp}/seeds.txt"
         with open(seeds, "w") as f:
@@ -163,6 +167,7 @@ def compare(args) -> int:
 
         for which, cfg in enumerate(cfgs):
             timed(which, lambda cfg=cfg: (init_tables(spark, cfg), inject.run(spark, cfg, seeds, start)))
+        print(f"base: {dict(kv.split('=', 1) for kv in args.base)}")
         print(f"variant: {variant}")
         print(f"{'round step':18s} {'base s':>8s} {'jobs':>5s} {'variant s':>10s} {'jobs':>5s}")
         totals = [[0.0, 0], [0.0, 0]]

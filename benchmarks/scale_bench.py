@@ -277,7 +277,7 @@ def _mb(x: float) -> str:
 def run_bench(args, spark=None) -> list[dict]:
     """Run the benchmark; with `spark` given (a test's session) it is used and left running."""
     from recrawl.config import load_config
-    from recrawl.spark import get_spark
+    from recrawl.spark import get_spark, set_codegen
     from spark_jobs import dedup, generate, pagerank, updatedb
 
     home = args.home or str(ROOT / "var" / "scale" / str(args.urls))
@@ -349,6 +349,11 @@ def run_bench(args, spark=None) -> list[dict]:
         print(f"  {name:<8} {rows:>12,} rows {d['numFiles']:>5} files "
               f"{d['sizeInBytes'] / 2**20:>9,.1f} MiB {d['sizeInBytes'] / max(rows, 1):>6.1f} B/row",
               flush=True)
+    # As a round's session does when it starts on this crawl home (recrawl.spark.get_spark):
+    # the crawldb is here now, so spark.codegen = "auto" sees its size.
+    print(f"codegen: {'on' if set_codegen(spark, cfg) else 'off'} "
+          f"(spark.codegen = {cfg.get('spark.codegen')}, min {cfg.get('spark.codegen_min_mb')} MB)",
+          flush=True)
     metrics.since_last()
     round_id = ROUND_DATE.strftime("%Y%m%d")
     results = []

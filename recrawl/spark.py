@@ -22,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from recrawl.config import PROJECT_ROOT, Config
+from recrawl.config import PROJECT_ROOT, Config, ConfigError
 
 SETUP_HINT = "run `bash scripts/setup.sh` (it creates .venv and fetches the jars with Maven)"
 MIN_JAVA = 17
@@ -117,11 +117,58 @@ def submitted_master() -> str | None:
     return SparkConf(_jvm=SparkContext._jvm).get("spark.master", None)
 
 
+CODEGEN_MODES = ("auto", "on", "off")
+# Whole-stage codegen and the expression factory's (internal, but a plain SQL setting):
+# NO_CODEGEN evaluates expressions interpreted instead of compiling them with Janino.
+_CODEGEN_OFF = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def codegen_mode(cfg: Config) -> str:
+    mode = str(cfg.get("spark.codegen")).lower()
+    if mode not in CODEGEN_MODES:
+        raise ConfigError(f"spark.codegen must be one of {', '.join(CODEGEN_MODES)}, got {mode!r}")
+    if cfg.get("spark.codegen_min_mb") < 0:
+        raise ConfigError(f"spark.codegen_min_mb must be >= 0, got {cfg.get('spark.codegen_min_mb')}")
+    return mode
+
+
+def _stored_bytes(spark, path: str) -> int | None:
+    """Bytes under `path` (files of every version still on disk), None when it does not exist;
+    one listing through Hadoop's FileSystem, no Spark job."""
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    return int(fs.getContentSummary(hpath).getLength()) if fs.exists(hpath) else None
+
+
+def set_codegen(spark, cfg: Config) -> bool:
+    """Turn Spark's code generation on or off for this session (`spark.codegen`); returns on.
+
+    A small crawl's round is ~400 queries over tables of kilobytes: compiling each query's
+    generated Java (Janino) was a quarter of the driver's CPU and more than the data work
+    (benchmarks/round_cost.py). "auto" compiles only once the crawldb is big enough for
+    compiled code to pay back: `spark.codegen_min_mb` on disk, measured when the session starts.
+    """
+    mode = codegen_mode(cfg)
+    if mode == "auto":
+        size = _stored_bytes(spark, cfg.table_path("crawldb"))
+        on = size is not None and size >= cfg.get("spark.codegen_min_mb") * 2**20
+    else:
+        on = mode == "on"
+    for key, value in _CODEGEN_OFF.items():
+        if not on:
+            spark.conf.set(key, value)
+        elif spark.conf.get(key, None) == value:  # ours, from an earlier configuration
+            spark.conf.unset(key)
+    return on
+
+
 def check_environment(cfg: Config) -> list[str]:
     """Validate Java, jars and (for a non-local master) the crawl home and the executors'
     environment archive before starting a JVM; returns the jar list."""
     from recrawl.cluster import check_shared_home, is_local, python_archive
 
+    codegen_mode(cfg)
     submitted = submitted_master()
     if submitted:  # the JVM runs already, with spark-submit's jars
         check_shared_home(cfg.with_overrides({"spark.master": submitted}, "spark-submit"))
@@ -263,6 +310,7 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
     else:
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    set_codegen(spark, cfg)
     proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
     if proc is not None:
         from recrawl.lock import note_jvm
