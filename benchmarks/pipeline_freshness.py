@@ -205,8 +205,8 @@ def budget_for(n_pages: int, share: float) -> int:
 
 def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> PolicyRun:
     """Run `args.days` rounds of `policy` on a fresh SimWeb and crawl home; measure each day."""
-    from recrawl.cli import run_step
-    from recrawl.demo import demo_config
+    from app.cli import run_step
+    from app.demo import demo_config
     from recrawl.rounds import STEPS, parse_date, round_id_for
     from recrawl.tables import init_tables
     from simweb import SimWeb
@@ -353,7 +353,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from recrawl.demo import demo_config
+    from app.demo import demo_config
     from recrawl.spark import get_spark
     from simweb import SimWeb
 

@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.variant:
         return compare(args)
 
-    from recrawl.cli import run_step
-    from recrawl.demo import demo_config
+    from app.cli import run_step
+    from app.demo import demo_config
     from recrawl.rounds import STEPS, parse_date, round_id_for
     from recrawl.spark import get_spark
     from recrawl.tables import init_tables
@@ -124,8 +124,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def compare(args) -> int:
     """Baseline and variant, step by step alternately, on two homes over one simulated web."""
-    from recrawl.cli import run_step
-    from recrawl.demo import demo_config
+    from app.cli import run_step
+    from app.demo import demo_config
     from recrawl.rounds import STEPS, parse_date, round_id_for
     from recrawl.spark import get_spark
     from recrawl.tables import init_tables

@@ -4,7 +4,7 @@
   project's pinned third-party dependencies) goes out as `spark.archives` (`<archive>#env`) and
   the executors' Python workers run `./env/bin/python` inside it (`spark.pyspark.python`); the
   driver keeps its own interpreter.
-* The project's own code: recrawl/, fetcher/, spark_jobs/ and simweb/ zipped from the driver's
+* The project's own code: recrawl/, fetcher/, spark_jobs/, app/ and simweb/ zipped from the driver's
   source at session start and shipped with `spark.submit.pyFiles`. A zip rather than a wheel in
   the archive: it is built in well under a second, so executors always run the driver's code and
   an edit never needs a new ~70 MB archive.
@@ -22,7 +22,7 @@ from recrawl.config import PROJECT_ROOT, Config
 
 ARCHIVE_HINT = "run `bash scripts/pack_env.sh` (or `RECRAWL_CLUSTER=1 bash scripts/setup.sh`)"
 DEFAULT_ARCHIVE = ".cache/cluster-env/recrawl-env.tar.gz"
-PACKAGES = ("recrawl", "fetcher", "spark_jobs", "simweb")
+PACKAGES = ("recrawl", "fetcher", "spark_jobs", "app", "simweb")
 # Where executors unpack the archive (the `#env` of spark.archives) and the Python they run.
 ENV_ALIAS = "env"
 EXECUTOR_PYTHON = f"./{ENV_ALIAS}/bin/python"

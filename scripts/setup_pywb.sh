@@ -2,7 +2,7 @@
 # Sets up pywb for `crawler replay` and the replay tests, idempotently:
 #   .venv-pywb   pywb's own Python 3.11 virtualenv, pinned by scripts/pywb-constraints.txt.
 # pywb pins packages the main .venv cannot share (gevent, redis 2.x, brotlipy), so it lives
-# apart and is run as a subprocess (recrawl/replay.py). Only called where replay is needed:
+# apart and is run as a subprocess (app/replay.py). Only called where replay is needed:
 # scripts/test.sh and scripts/demo.sh. Re-running is cheap: skipped when the pins are unchanged.
 set -euo pipefail
 cd "$(dirname "$0")/.."

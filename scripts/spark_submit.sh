@@ -2,7 +2,7 @@
 # Runs one `crawler` verb as a Spark application through spark-submit (docs/cluster.md):
 #   MASTER=spark://host:7077 [DEPLOY_MODE=client|cluster] bash scripts/spark_submit.sh round --date 2026-11-01
 # Ships the executors' environment archive (scripts/pack_env.sh) as --archives ...#env, the
-# project's code as --py-files (a zip of recrawl/ fetcher/ spark_jobs/ simweb/, built here), the
+# project's code as --py-files (a zip of recrawl/ fetcher/ spark_jobs/ app/ simweb/, built here), the
 # Delta jars as --jars; prints the spark-submit command before running it. Extra spark-submit
 # options go in SUBMIT_OPTS (e.g. "--conf spark.executor.memory=4g").
 set -euo pipefail

@@ -9,7 +9,7 @@ that nothing here shadows a package when Python puts this folder first on sys.pa
 
 import sys
 
-from recrawl.cli import main
+from app.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,7 +9,7 @@ row references — from failed attempts or an earlier run of the step — are de
 re-run leaves exactly one row per URL and no referenced file is ever missing. WARCs go through
 `fetcher.storage` (local folder or s3a://); listing and deleting here use Hadoop's FileSystem,
 like the tables. Last, the round's CDXJ index is written next to its WARCs
-(`warc/<round>/index.cdxj`, `recrawl.cdxj`).
+(`warc/<round>/index.cdxj`, `fetcher.cdxj`).
 
 A re-run (an earlier attempt left WARC files, staging output or published rows) cannot know
 when the killed attempt last requested each host, so every host first waits its delay
@@ -256,8 +256,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             removed += 1
     _fs_delete(spark, staging)
     _fs_delete(spark, started_root)
-    # The round's CDXJ index next to its WARCs (recrawl.cdxj), rebuilt on every run.
-    from recrawl.cdxj import write_index
+    # The round's CDXJ index next to its WARCs (fetcher.cdxj), rebuilt on every run.
+    from fetcher.cdxj import write_index
 
     _, cdxj_lines = write_index(warc_dir, sorted(referenced), Storage(s3))
     counts = {

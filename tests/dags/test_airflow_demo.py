@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from recrawl.airflow_demo import SHORT_LIVED_DRIVER, config_toml, round_conf, step_lines
+from app.airflow_demo import SHORT_LIVED_DRIVER, config_toml, round_conf, step_lines
+from app.demo import demo_config
 from recrawl.config import load_config
-from recrawl.demo import demo_config
 
 
 def test_the_config_file_reproduces_the_demo_configuration(tmp_path):
@@ -35,7 +35,7 @@ def test_step_lines_are_picked_from_a_dags_test_log(tmp_path):
 def test_both_demos_run_pagerank_unless_told_not_to():
     """PageRank is the design's last step: the scores, host ranks and site clusters the docs
     and the report show exist only after it."""
-    from recrawl import airflow_demo, demo
+    from app import airflow_demo, demo
 
     for module in (demo, airflow_demo):
         assert module.parser().parse_args([]).pagerank is True

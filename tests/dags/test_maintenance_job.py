@@ -33,7 +33,7 @@ def test_unsafe_retentions_are_refused_before_touching_anything():
 def test_old_rounds_lose_their_warcs_and_rows_are_flagged_first(spark, tmp_path):
     from pyspark.sql import Row
 
-    from recrawl.demo import demo_config
+    from app.demo import demo_config
     from recrawl.rounds import record_step
     from recrawl.tables import init_tables, read, replace_round
     from spark_jobs import maintenance

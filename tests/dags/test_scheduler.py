@@ -79,8 +79,8 @@ def deployment(request, tmp_path_factory):
 
 
 def _deployment(tmp: Path, spark: dict | None):
-    from recrawl.airflow_demo import SHORT_LIVED_DRIVER, config_toml, start_simweb
-    from recrawl.demo import demo_config
+    from app.airflow_demo import SHORT_LIVED_DRIVER, config_toml, start_simweb
+    from app.demo import demo_config
     from simweb.web import control
 
     web, port = start_simweb(free_port(18200, 18299), SITES, PAGES, tmp / "server-log.jsonl", tmp / "simweb.out")
@@ -121,7 +121,7 @@ def _all_done(stack: AirflowStack, dag_id: str, expected: int):
 @pytest.fixture(scope="module")
 def scenario(deployment):
     stack, cfg = deployment["stack"], deployment["cfg"]
-    from recrawl.airflow_demo import round_conf
+    from app.airflow_demo import round_conf
 
     t0 = time.monotonic()
     for dag_id in ("inject", "pagerank"):  # the UI's pause toggle
@@ -336,7 +336,7 @@ def test_rounds_open_at_the_same_time_hand_out_disjoint_fetch_lists(deployment, 
 
 
 def test_no_politeness_or_robots_violation_across_the_interleaved_rounds(deployment, scenario):
-    from recrawl.airflow_demo import audit
+    from app.airflow_demo import audit
 
     n, pv, rv = audit(deployment["tmp"] / "server-log.jsonl", SITES, PAGES, deployment["cfg"])
     assert n > 0

@@ -1,6 +1,6 @@
 """Bad input is refused clearly: one line naming the problem and what to do, exit code 2, no
 data touched. (Unknown/mistyped config keys, missing Java, missing jars and bad dates are in
-tests/recrawl/test_cli.py and test_config.py; seed-file line errors in
+tests/app/test_cli.py and test_config.py; seed-file line errors in
 tests/spark_jobs/test_step_logic.py.)"""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from recrawl.rounds import BadInput
 
-CRAWLER = [sys.executable, "-m", "recrawl.cli"]
+CRAWLER = [sys.executable, "-m", "app.cli"]
 
 
 def _run(args, home, **env):
@@ -87,7 +87,7 @@ def _warc(path, url, body):
 
 
 def test_corrupt_truncated_or_missing_warc_is_a_recorded_parse_error(tmp_path):
-    from recrawl.demo import demo_config
+    from app.demo import demo_config
     from spark_jobs.common import filter_rules, norm_rules
     from spark_jobs.parse import parse_rows
 
@@ -125,7 +125,7 @@ def test_corrupt_truncated_or_missing_warc_is_a_recorded_parse_error(tmp_path):
 @pytest.mark.spark
 def test_table_with_unexpected_schema_is_refused_before_any_write(spark, tmp_path, monkeypatch,
                                                                    capsys):
-    from recrawl import cli
+    from app import cli
 
     home = tmp_path / "home"
     monkeypatch.setenv("RECRAWL_CRAWL__HOME", str(home))

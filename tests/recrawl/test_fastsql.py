@@ -130,7 +130,7 @@ def test_cli_fast_path_needs_no_jvm(sample):
     """`crawler sql` (auto, the default) with Java made unavailable: answers, and pyspark never
     loads."""
     code = (
-        "import sys; from recrawl.cli import main; "
+        "import sys; from app.cli import main; "
         "rc = main(['sql', '--format', 'csv', "
         "'SELECT status, count(*) AS n FROM crawl.crawldb GROUP BY status ORDER BY n DESC, status']); "
         "assert 'pyspark' not in sys.modules, 'pyspark imported'; sys.exit(rc)"
@@ -144,7 +144,7 @@ def test_cli_fast_path_needs_no_jvm(sample):
     assert out.stdout.splitlines()[:3] == ["status,n", "fetched,10", "unfetched,4"]
     assert elapsed < 60  # ~1 s on an idle machine; generous for a loaded CI box
     bad = subprocess.run(
-        [sys.executable, "-m", "recrawl.cli", "sql", "--engine", "duckdb", "SELECT nope FROM crawldb"],
+        [sys.executable, "-m", "app.cli", "sql", "--engine", "duckdb", "SELECT nope FROM crawldb"],
         capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "nope" in bad.stderr
@@ -289,7 +289,7 @@ def test_every_analysts_doc_example_answers_with_rows_on_its_engines(spark, spar
 def _cli(args, cfg, **env):
     e = dict(os.environ, RECRAWL_CRAWL__HOME=cfg.home, RECRAWL_SPARK__SHUFFLE_PARTITIONS="2")
     e.update(env)
-    return subprocess.run([sys.executable, "-m", "recrawl.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True,
                           text=True, env=e, timeout=300)
 
 

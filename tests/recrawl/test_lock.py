@@ -75,7 +75,7 @@ def test_cli_refuses_a_second_writer_in_one_line_before_starting_spark(tmp_path)
     try:
         env = dict(os.environ, RECRAWL_CRAWL__HOME=str(home))
         t0 = time.monotonic()
-        out = subprocess.run([sys.executable, "-m", "recrawl.cli", "updatedb", "--date",
+        out = subprocess.run([sys.executable, "-m", "app.cli", "updatedb", "--date",
                               "2026-11-01"], capture_output=True, text=True, env=env, timeout=120)
         assert out.returncode == 2
         assert out.stderr.strip().count("\n") == 0, out.stderr

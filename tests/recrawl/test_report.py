@@ -117,7 +117,7 @@ def test_empty_crawl_home_gives_empty_answers_and_a_report(tmp_path):
 
 def test_report_on_a_home_without_tables_is_a_one_line_error(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "recrawl.cli", "report", "--out", str(tmp_path / "r.html")],
+        [sys.executable, "-m", "app.cli", "report", "--out", str(tmp_path / "r.html")],
         capture_output=True, text=True, timeout=120,
         env=dict(os.environ, RECRAWL_CRAWL__HOME=str(tmp_path / "nowhere")))
     assert out.returncode == 2 and "no Delta tables under" in out.stderr
@@ -180,7 +180,7 @@ def rendered(sample, tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("report")
     page = out_dir / "report.html"
     run = subprocess.run(
-        [sys.executable, "-m", "recrawl.cli", "report", "--out", str(page)],
+        [sys.executable, "-m", "app.cli", "report", "--out", str(page)],
         capture_output=True, text=True, timeout=120,
         env=dict(os.environ, RECRAWL_CRAWL__HOME=sample.home, JAVA_HOME="/nonexistent"),
     )

@@ -77,8 +77,8 @@ def crawl_overrides() -> dict:
 def cluster_config(cluster, ui_port: int | None = None) -> Path:
     """The configuration file an operator would write for this cluster (with the driver's web
     UI and REST API on `ui_port`, if given)."""
-    from recrawl.airflow_demo import config_toml
-    from recrawl.demo import demo_config
+    from app.airflow_demo import config_toml
+    from app.demo import demo_config
 
     extra = dict(spark_extra(cluster["s3"]["endpoint"]))
     extra.update({"spark.ui.enabled": "false", "spark.driver.port": "17100",
@@ -96,13 +96,13 @@ def cluster_config(cluster, ui_port: int | None = None) -> Path:
 
 
 def crawler(cluster, *args: str, wait: bool = True, ui_port: int | None = None):
-    """`python -m recrawl.cli` as an operator runs it: no PYSPARK_PYTHON, another directory."""
+    """`python -m app.cli` as an operator runs it: no PYSPARK_PYTHON, another directory."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")}
     env.update(cluster["s3"]["env"])
     env["PYTHONPATH"] = str(ROOT)  # this checkout, not the venv's editable install
     config = cluster_config(cluster, ui_port)
-    cmd = [sys.executable, "-m", "recrawl.cli", "--config", str(config), *args]
+    cmd = [sys.executable, "-m", "app.cli", "--config", str(config), *args]
     if not wait:  # output to a file: a pipe nobody reads would block the crawler once full
         with open(cluster["base"] / "crawler-bg.log", "wb") as log:
             return subprocess.Popen(cmd, env=env, cwd=cluster["base"], stdout=log,
@@ -172,8 +172,8 @@ def site_seeds(web) -> str:
 
 def local_crawl(spark, web, home: Path) -> list[tuple[str, str, str]]:
     """The same two rounds in this process's local[*] session: (round, url, status) rows."""
-    from recrawl.cli import run_step
-    from recrawl.demo import demo_config
+    from app.cli import run_step
+    from app.demo import demo_config
     from recrawl.rounds import STEPS, parse_date, round_id_for
     from recrawl.tables import init_tables, read
     from spark_jobs import inject

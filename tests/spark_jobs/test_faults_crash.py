@@ -78,7 +78,7 @@ class Crawler:
                    RECRAWL_CRAWL__HOME=str(self.home), PYTHONUNBUFFERED="1")
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        proc = subprocess.Popen([sys.executable, "-m", "recrawl.cli", *args],
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", *args],
                                 stdout=out.open("w"), stderr=err.open("w"), env=env,
                                 start_new_session=True)
         return proc, out, err
@@ -125,7 +125,7 @@ def _commits(table_dir: Path) -> int:
 
 
 def _cfg(home):
-    from recrawl.demo import demo_config
+    from app.demo import demo_config
 
     return demo_config(home, **SETTINGS)
 
@@ -141,7 +141,7 @@ def _seed(spark, cfg, web, path: Path):
 
 @pytest.fixture(scope="module")
 def crash(spark, tmp_path_factory):
-    from recrawl.cli import run_step
+    from app.cli import run_step
     from simweb import SimWeb
 
     base = tmp_path_factory.mktemp("crash")
@@ -199,7 +199,7 @@ def crash(spark, tmp_path_factory):
         # its own, or maintenance may win the race for the stale lock instead.
         _wait_for(lambda: _lock_pid(Path(cfg_a.home) / "crawler.lock") == proc.pid, proc, "the lock")
         maint = subprocess.run(
-            [sys.executable, "-m", "recrawl.cli", "maintenance", "--step", "optimize"],
+            [sys.executable, "-m", "app.cli", "maintenance", "--step", "optimize"],
             capture_output=True, text=True, timeout=120,
             env=dict(os.environ, RECRAWL_CONFIG=str(config), RECRAWL_CRAWL__HOME=cfg_a.home))
         rc3 = proc.wait(600)

@@ -28,8 +28,8 @@ GAP = dt.timedelta(days=31)  # past schedule.max_interval_days: everything is du
 
 @pytest.fixture(scope="module")
 def poison(spark, tmp_path_factory):
-    from recrawl.cli import run_step
-    from recrawl.demo import demo_config
+    from app.cli import run_step
+    from app.demo import demo_config
     from recrawl.tables import init_tables
     from simweb import SimWeb
     from spark_jobs import generate, inject

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from recrawl.demo import demo_config
+from app.demo import demo_config
 from recrawl.rounds import STEPS, parse_date, round_id_for
 from tests.chromium import chromium_or_skip
 
@@ -79,7 +79,7 @@ def _served(web, url: str) -> bytes | None:
 
 @pytest.fixture(scope="module")
 def crawl(spark, tmp_path_factory):
-    from recrawl.cli import run_step
+    from app.cli import run_step
     from recrawl.tables import init_tables, read
     from simweb import SimWeb
     from spark_jobs import inject
@@ -220,7 +220,7 @@ def test_cdxj_index_per_round_has_a_line_per_capture_with_its_offset(crawl):
 
 @pytest.fixture(scope="module")
 def pywb(crawl):
-    from recrawl.replay import PywbMissing, build_collection, start
+    from app.replay import PywbMissing, build_collection, start
 
     try:
         coll = build_collection(crawl["cfg"])

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from recrawl.demo import demo_config
+from app.demo import demo_config
 from recrawl.rounds import STEPS, parse_date, round_id_for
 
 # One fixture runs three real rounds; on a loaded 2-core machine that can exceed the default.
@@ -24,7 +24,7 @@ ROUNDS = 3
 
 @pytest.fixture(scope="module")
 def crawl(spark, tmp_path_factory):
-    from recrawl.cli import run_step
+    from app.cli import run_step
     from recrawl.tables import init_tables
     from simweb import SimWeb
     from spark_jobs import inject
@@ -154,7 +154,7 @@ def test_rounds_table_records_every_step(spark, crawl):
 
 
 def test_rerunning_steps_leaves_tables_unchanged(spark, crawl):
-    from recrawl.cli import run_step
+    from app.cli import run_step
 
     cfg = crawl["cfg"]
     rid, logical, _ = crawl["rounds"][-1]
@@ -178,7 +178,7 @@ def test_rerunning_steps_leaves_tables_unchanged(spark, crawl):
 def test_rerunning_fetch_keeps_one_row_per_url_and_no_orphans(spark, crawl):
     import pathlib
 
-    from recrawl.cli import run_step
+    from app.cli import run_step
 
     cfg = crawl["cfg"]
     rid, logical, _ = crawl["rounds"][-1]
@@ -255,7 +255,7 @@ def test_pagerank_scores_feed_generate_priority(spark, crawl):
 def test_open_round_urls_are_not_generated_again_and_crawldb_is_not_written(spark, crawl):
     from delta.tables import DeltaTable
 
-    from recrawl.cli import run_step
+    from app.cli import run_step
 
     # top_n_in_memory 0: these rounds pick their top_n by the distributed sort (first_rows)
     cfg = crawl["cfg"].with_overrides({"generate.max_per_host": 2, "generate.top_n_in_memory": 0})

@@ -251,9 +251,9 @@ def _drive(args: dict) -> dict:
     """The Spark side of test_round_on_s3a (run in its own process)."""
     from pathlib import Path
 
+    from app.cli import run_step
+    from app.demo import demo_config
     from fetcher.storage import S3Options, Storage
-    from recrawl.cli import run_step
-    from recrawl.demo import demo_config
     from recrawl.rounds import parse_date, round_id_for
     from recrawl.spark import get_spark
     from recrawl.tables import init_tables, read

@@ -7,7 +7,7 @@ configuration as a TOML file (`RECRAWL_CONFIG`, read by every `crawler` a task s
 crawl_cycle <date>` — setting the simulated web's day before each run, so pages change between
 rounds — and ends with a summary from the Delta tables and the server-side politeness and
 robots audit. The runs are recorded in the Airflow metadata DB (AIRFLOW_HOME=var/airflow), so
-the UI shows them afterwards. `python -m recrawl.demo` is the quicker in-process variant.
+the UI shows them afterwards. `python -m app.demo` is the quicker in-process variant.
 
 Why `dags test` per day rather than a backfill: a backfill gives no hook between two days to
 move the simulated web's clock; `dags test` runs one DAG run to completion in the foreground
@@ -63,7 +63,7 @@ def _toml_value(value: Any) -> str:
 def config_toml(cfg: Config) -> str:
     """The keys of `cfg` that differ from recrawl/defaults.toml, as a TOML file for RECRAWL_CONFIG."""
     defaults = load_config(environ={})
-    lines = ["# Written by recrawl.airflow_demo: the demo configuration (keys that differ from the defaults)."]
+    lines = ["# Written by app.airflow_demo: the demo configuration (keys that differ from the defaults)."]
     for section, values in cfg.values.items():
         changed = {k: v for k, v in values.items() if defaults.section(section)[k] != v}
         if changed:
@@ -150,7 +150,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from recrawl.demo import demo_config
+    from app.demo import demo_config
     from simweb.web import control  # the demo's simulated web (an app's concern, not the core's)
 
     args = parser().parse_args(argv)
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         web.terminate()
         web.wait(timeout=30)
 
-    from recrawl.demo import summary
+    from app.demo import summary
     from recrawl.spark import get_spark
 
     print()
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     for v in (pv + rv)[:10]:
         print("  ", v)
     rel = os.path.relpath(home, ROOT)
-    from recrawl.replay import build_collection
+    from app.replay import build_collection
 
     coll = build_collection(cfg)
     print(f"pywb collection: {coll.warcs} WARC files of {coll.rounds} rounds")

@@ -15,8 +15,9 @@ import sys
 from collections.abc import Sequence
 
 from recrawl.config import Config, ConfigError, load_config
+from recrawl.rounds import STEPS, BadInput, check_round_id, parse_date, record_step, round_id_for
 
-STEP_VERBS = ("generate", "fetch", "parse", "dedup", "updatedb", "schedule")
+STEP_VERBS = STEPS  # each step is also a verb
 WRITING_VERBS = ("init", "inject", *STEP_VERBS, "round", "pagerank", "maintenance")
 
 
@@ -128,8 +129,6 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _logical(value: str | None) -> dt.datetime:
-    from recrawl.rounds import parse_date
-
     if value:
         return parse_date(value)
     today = dt.datetime.now(dt.UTC).date()
@@ -143,7 +142,6 @@ def _print_counts(title: str, counts: dict) -> None:
 
 def run_step(spark, cfg: Config, verb: str, round_id: str, logical: dt.datetime) -> dict:
     """Run one round step through its Spark job module and record its counts."""
-    from recrawl.rounds import record_step
 
     module = importlib.import_module(f"spark_jobs.{verb}")
     counts = module.run(spark, cfg, round_id, logical)
@@ -154,7 +152,6 @@ def run_step(spark, cfg: Config, verb: str, round_id: str, logical: dt.datetime)
 def _validate(args: argparse.Namespace, cfg: Config) -> None:
     """Check every argument before anything is written (the lock file creates the crawl home)
     or a JVM starts; sets `args.logical` and, for round verbs, `args.round_id`."""
-    from recrawl.rounds import check_round_id, round_id_for
 
     if hasattr(args, "date"):
         args.logical = _logical(args.date)
@@ -233,7 +230,7 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
         print(f"report written to {path}")
         return 0
     if args.verb == "replay":
-        from recrawl import replay
+        from app import replay
 
         coll = replay.build_collection(cfg)
         if args.build_only:
@@ -345,7 +342,6 @@ def _spark_error_line(exc: BaseException) -> str | None:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from recrawl.lock import LockHeld
-    from recrawl.rounds import BadInput
     from recrawl.spark import EnvironmentProblem
     from recrawl.tables import SchemaMismatch
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 
-from recrawl import replay
-from recrawl.cli import main
+from app import replay
+from app.cli import main
 from tests.conftest import make_config
 
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-CRAWLER = [sys.executable, "-m", "recrawl.cli"]
+CRAWLER = [sys.executable, "-m", "app.cli"]
 
 
 def run(args, home, **env):
@@ -83,7 +83,7 @@ def test_bad_arguments_touch_nothing(tmp_path, args, needle):
 
 
 def test_global_flags_are_accepted_after_the_verb(tmp_path):
-    from recrawl.cli import _merge_globals, _parser
+    from app.cli import _merge_globals, _parser
 
     args = _merge_globals(_parser().parse_args(
         ["--set", "a.b=1", "sql", "SELECT 1", "--set", "c.d=2", "--config", "x.toml", "--verbose"]))

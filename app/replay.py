@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from recrawl.cdxj import INDEX_NAME
+from fetcher.cdxj import INDEX_NAME
 from recrawl.config import Config
 
 COLLECTION = "crawl"

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import shutil
 
-    from recrawl.cli import run_step
+    from app.cli import run_step
     from recrawl.rounds import STEPS, parse_date, round_id_for
     from recrawl.spark import get_spark
     from recrawl.tables import init_tables
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             print("  ", v)
         print(f"tables and WARCs under {home}; try: RECRAWL_CRAWL__HOME={home} "
               f".venv/bin/crawler sql \"SELECT status, count(*) FROM crawl.crawldb GROUP BY 1\"")
-        from recrawl.replay import build_collection
+        from app.replay import build_collection
 
         coll = build_collection(cfg)
         print(f"pywb collection: {coll.warcs} WARC files of {coll.rounds} rounds; browse them: "
