@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from conftest import make_config
 
 from recrawl.config import ConfigError
 from recrawl.spark import codegen_mode, set_codegen
+from tests.conftest import make_config
 
 WHOLE_STAGE = "spark.sql.codegen.wholeStage"
 FACTORY = "spark.sql.codegen.factoryMode"
