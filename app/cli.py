@@ -187,13 +187,12 @@ def _cmd(args: argparse.Namespace) -> int:
 
 def steps_done(spark, cfg: Config, round_id: str) -> list[str]:
     """Steps the rounds table records as done for `round_id` (empty when none)."""
-    from recrawl.tables import table_exists
+    from recrawl.tables import read, sql_str, table_exists
 
-    path = cfg.table_path("rounds")
-    if not table_exists(spark, path):
+    if not table_exists(spark, cfg.table_path("rounds")):
         return []
-    rows = spark.read.format("delta").load(path).where(
-        f"round_id = '{round_id}'").select("steps_done").collect()
+    rows = read(spark, cfg, "rounds").where(
+        f"round_id = {sql_str(round_id)}").select("steps_done").collect()
     return list(rows[0]["steps_done"] or []) if rows else []
 
 

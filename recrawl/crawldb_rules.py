@@ -3,8 +3,8 @@
 Each rule is a Python function (what tests and readers reason with) next to a generator of the
 SQL that Spark (updatedb, generate) or DuckDB (recrawl.analytics) evaluates;
 tests/spark_jobs/test_crawldb_rules.py runs one table of cases through them. So far: the status
-names, due-ness, the per-host cap, a new URL's values, the change rule and the change-history
-window (docs/architecture.md lists where the other rules live).
+names, a fetch's status transition, due-ness, the per-host cap, a new URL's values, the change
+rule and the change-history window (docs/architecture.md lists where the other rules live).
 """
 
 from __future__ import annotations
@@ -34,6 +34,62 @@ TRANSIENT = ("http_error", "timeout", "dns_error", "connect_error")
 DUE_STATUSES = ("unfetched", "fetched", "redirect_temp", "gone", "robots_denied", "failed")
 # crawldb statuses whose next fetch the schedule step plans (the rest keep updatedb's times).
 SCHEDULED_STATUSES = ("fetched", "duplicate")
+# Fetch statuses no retry will cure: the URL is `failed` at once.
+UNFETCHABLE = ("too_large", "filtered_type")
+# Permanent redirects (the rest are temporary: the URL stays due).
+PERMANENT_REDIRECTS = (301, 308)
+
+# --- transitions --------------------------------------------------------------------------------
+
+
+def next_status(fetch_status: str, http_status: int | None, is_dup: bool, old_status: str,
+                retries: int | None, max_retries: int) -> str:
+    """crawldb.status after a fetch (Nutch's CrawlDbReducer in spirit). A 304 keeps a
+    duplicate a duplicate; transient failures keep the old status until the retries reach
+    updatedb.max_retries; statuses without a rule (retry_later, skipped_budget) change nothing."""
+    if fetch_status == "fetched":
+        return "duplicate" if is_dup else "fetched"
+    if fetch_status == "not_modified":
+        return "duplicate" if old_status == "duplicate" else "fetched"
+    if fetch_status == "redirect":
+        return "redirect_perm" if http_status in PERMANENT_REDIRECTS else "redirect_temp"
+    if fetch_status in ("gone", "robots_denied"):
+        return fetch_status
+    if fetch_status in TRANSIENT:
+        return "failed" if (retries or 0) + 1 >= max_retries else old_status
+    if fetch_status in UNFETCHABLE:
+        return "failed"
+    return old_status
+
+
+def next_status_sql(max_retries: int, *, fetch_status: str = "s.fetch_status",
+                    http_status: str = "s.http_status", is_dup: str = "s.is_dup",
+                    old_status: str = "t.status", retries: str = "t.retries") -> str:
+    """`next_status` in Spark SQL; the defaults are updatedb's MERGE aliases (`s` the round's
+    fetch, `t` the crawldb row)."""
+    return f"""CASE
+      WHEN {fetch_status} = 'fetched' THEN
+        CASE WHEN coalesce({is_dup}, false) THEN 'duplicate' ELSE 'fetched' END
+      WHEN {fetch_status} = 'not_modified' THEN
+        CASE WHEN {old_status} = 'duplicate' THEN 'duplicate' ELSE 'fetched' END
+      WHEN {fetch_status} = 'redirect' THEN
+        CASE WHEN {http_status} IN ({_ints(PERMANENT_REDIRECTS)}) THEN 'redirect_perm'
+             ELSE 'redirect_temp' END
+      WHEN {fetch_status} IN ('gone', 'robots_denied') THEN {fetch_status}
+      WHEN {fetch_status} IN ({sql_list(TRANSIENT)}) THEN
+        CASE WHEN coalesce({retries}, 0) + 1 >= {int(max_retries)} THEN 'failed'
+             ELSE {old_status} END
+      WHEN {fetch_status} IN ({sql_list(UNFETCHABLE)}) THEN 'failed'
+      ELSE {old_status} END"""
+
+
+def sql_list(values: tuple[str, ...]) -> str:
+    """SQL IN-list of string literals (the names here are plain words: no escaping needed)."""
+    return ", ".join(f"'{v}'" for v in values)
+
+
+def _ints(values: tuple[int, ...]) -> str:
+    return ", ".join(str(int(v)) for v in values)
 
 # --- generation -------------------------------------------------------------------------------
 
@@ -50,7 +106,7 @@ def is_due(status: str, next_fetch_time: dt.datetime | None, logical: dt.datetim
 def is_due_sql(due_by: str) -> str:
     """`is_due` in Spark SQL over crawldb's columns; `due_by` is the timestamp literal of the
     round's logical time plus the lookahead."""
-    statuses = ", ".join(f"'{s}'" for s in DUE_STATUSES)
+    statuses = sql_list(DUE_STATUSES)
     return f"(status IN ({statuses}) AND next_fetch_time <= {due_by})"
 
 

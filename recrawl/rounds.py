@@ -45,16 +45,15 @@ def record_step(
     spark, cfg: Config, round_id: str, logical: dt.datetime, step: str, counts: Mapping[str, int]
 ) -> None:
     """Merge one step's counts into the round's row (re-running a step replaces its counts)."""
-    from delta.tables import DeltaTable
+    # Lazy: app/cli imports this module for its DuckDB verbs too, which must not load pyspark
+    # (the schemas and the table API import its types).
     from pyspark.sql import Row
 
     from recrawl.schemas import ROUNDS
+    from recrawl.tables import InsertAll, UpdateAll, merge_into, read, sql_str
 
-    path = cfg.table_path("rounds")
     now = dt.datetime.now(dt.UTC)
-    existing = (
-        spark.read.format("delta").load(path).where(f"round_id = '{round_id}'").collect()
-    )
+    existing = read(spark, cfg, "rounds").where(f"round_id = {sql_str(round_id)}").collect()
     prev = existing[0] if existing else None
     merged = {k: v for k, v in (prev["counts"] or {}).items() if not k.startswith(step + ".")} \
         if prev else {}
@@ -70,10 +69,4 @@ def record_step(
         steps_done=steps,
     )
     df = spark.createDataFrame([row], ROUNDS)
-    (
-        DeltaTable.forPath(spark, path).alias("t")
-        .merge(df.alias("s"), "t.round_id = s.round_id")
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    merge_into(spark, cfg, "rounds", df, "t.round_id = s.round_id", UpdateAll(), InsertAll())

@@ -252,23 +252,36 @@ class TableSpec:
     schema: StructType
     partition_by: tuple[str, ...] = ()
     comment: str = ""
+    # The one module that writes the table (Nutch's CrawlDb / HostDb: a table with several
+    # producers has one owner holding every MERGE); tests/test_table_owners.py checks it.
+    writer: str = ""
 
+
+# spark_jobs.maintenance may also rewrite any table: compaction, VACUUM, WARC retention.
+HOUSEKEEPING = "spark_jobs.maintenance"
 
 TABLES: dict[str, TableSpec] = {
     t.name: t
     for t in (
-        TableSpec("crawldb", CRAWLDB, (), "one row per known (normalized) URL"),
-        TableSpec("fetch_list", FETCH_LIST, ("round_id",), "URLs generated in a round"),
-        TableSpec("fetches", FETCHES, ("round_id",), "fetch attempt in a round"),
+        TableSpec("crawldb", CRAWLDB, (), "one row per known (normalized) URL",
+                  "recrawl.crawldb"),
+        TableSpec("fetch_list", FETCH_LIST, ("round_id",), "URLs generated in a round",
+                  "spark_jobs.generate"),
+        TableSpec("fetches", FETCHES, ("round_id",), "fetch attempt in a round",
+                  "spark_jobs.fetch"),
         TableSpec("captures", CAPTURES, ("fetch_date", "round_id"),
-                  "WARC capture (response / revisit) with URL-index columns"),
-        TableSpec("pages", PAGES, ("round_id",), "parsed page in a round"),
-        TableSpec("links", LINKS, ("round_id",), "latest outlinks of fetched pages"),
-        TableSpec("duplicates", DUPLICATES, ("round_id",), "URL found duplicate in a round"),
-        TableSpec("robots", ROBOTS, (), "robots.txt per host"),
-        TableSpec("hosts", HOSTS, (), "per-host state"),
-        TableSpec("scores", SCORES, (), "PageRank per URL"),
-        TableSpec("rounds", ROUNDS, (), "one row per round with per-step counts"),
+                  "WARC capture (response / revisit) with URL-index columns",
+                  "spark_jobs.captures"),
+        TableSpec("pages", PAGES, ("round_id",), "parsed page in a round", "spark_jobs.parse"),
+        TableSpec("links", LINKS, ("round_id",), "latest outlinks of fetched pages",
+                  "spark_jobs.parse"),
+        TableSpec("duplicates", DUPLICATES, ("round_id",), "URL found duplicate in a round",
+                  "spark_jobs.dedup"),
+        TableSpec("robots", ROBOTS, (), "robots.txt per host", "spark_jobs.fetch"),
+        TableSpec("hosts", HOSTS, (), "per-host state", "recrawl.hostdb"),
+        TableSpec("scores", SCORES, (), "PageRank per URL", "spark_jobs.pagerank"),
+        TableSpec("rounds", ROUNDS, (), "one row per round with per-step counts",
+                  "recrawl.rounds"),
     )
 }
 

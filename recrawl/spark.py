@@ -20,6 +20,8 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from recrawl.config import PROJECT_ROOT, Config, ConfigError
@@ -317,3 +319,19 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
 
         note_jvm(proc.pid)
     return spark
+
+
+@contextmanager
+def session_conf(spark, settings: Mapping[str, str]) -> Iterator[None]:
+    """Spark SQL settings for the body only; the previous values (or unset) afterwards."""
+    saved = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)

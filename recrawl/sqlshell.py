@@ -96,7 +96,7 @@ def run_sql(spark, cfg: Config, query: str, fmt: str = "table", limit: int = 100
 def print_status(spark, cfg: Config) -> int:
     # pyspark imports stay inside the Spark functions: the DuckDB fast path imports emit().
     from recrawl.schemas import TABLES
-    from recrawl.tables import table_exists
+    from recrawl.tables import read, table_exists
 
     print(f"crawl home: {cfg.home}")
     rows = []
@@ -105,13 +105,13 @@ def print_status(spark, cfg: Config) -> int:
         if not table_exists(spark, path):
             rows.append([name, "missing (run crawler init)", ""])
             continue
-        df = spark.read.format("delta").load(path)
+        df = read(spark, cfg, name, check=False)
         rows.append([name, df.count(), path])
     print(format_table(["table", "rows", "location"], rows, max_width=100))
     rounds_path = cfg.table_path("rounds")
     if table_exists(spark, rounds_path):
         last = (
-            spark.read.format("delta").load(rounds_path)
+            read(spark, cfg, "rounds", check=False)
             .orderBy("logical_date", "round_id", ascending=False).limit(1).collect()
         )
         if last:

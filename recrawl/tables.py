@@ -1,15 +1,23 @@
-"""Creating, registering, reading and atomically publishing the crawl's Delta tables.
+"""The table API: creating, registering, reading and writing the crawl's Delta tables.
 
 Tables live at paths under the crawl home (`<home>/tables/<name>`), so they work the same on a
 local disk and on s3a://. For SQL they are registered in the session catalog as `crawl.<name>`
 (CREATE TABLE ... LOCATION is idempotent and cheap), which every new session does on start —
 no metastore to keep in sync.
+
+Every read and write of a table goes through this module (`read`, `replace_round`,
+`overwrite`, `merge_into`, `update_where`); it is the only one that touches Delta's API.
+Which module may write which table is declared once, in `recrawl.schemas.TABLES` (`writers`),
+and tests/test_table_owners.py holds every call site to it: a table with several writers in
+Nutch's sense (crawldb, hosts) has one owner module holding all its MERGEs
+(recrawl/crawldb.py, recrawl/hostdb.py).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from recrawl.config import Config
 from recrawl.schemas import TABLES, TableSpec
@@ -55,7 +63,7 @@ def add_missing_columns(spark, path: str, spec: TableSpec) -> list[str]:
 
     Renames and type changes are never done here; check_schema reports them.
     """
-    have = {f.name for f in spark.read.format("delta").load(path).schema.fields}
+    have = {f.name for f in read_path(spark, path).schema.fields}
     missing = [f for f in spec.schema.fields if f.name not in have]
     if missing:
         cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
@@ -85,11 +93,18 @@ def register_tables(spark, cfg: Config, names: Iterable[str] | None = None) -> l
     return done
 
 
-def read(spark, cfg: Config, name: str):
-    """The current version of a table as a DataFrame (raises SchemaMismatch on drift)."""
-    df = spark.read.format("delta").load(cfg.table_path(name))
-    check_schema(name, df.schema)
+def read(spark, cfg: Config, name: str, *, check: bool = True):
+    """The current version of a table as a DataFrame (raises SchemaMismatch on drift unless
+    `check` is off: `crawler status` lists a drifted table rather than failing)."""
+    df = read_path(spark, cfg.table_path(name))
+    if check:
+        check_schema(name, df.schema)
     return df
+
+
+def read_path(spark, path: str):
+    """A Delta table by location (for tables outside the contract: a snapshot, a test's)."""
+    return spark.read.format("delta").load(path)
 
 
 def check_schema(name: str, actual) -> None:
@@ -123,7 +138,7 @@ def check_tables(spark, cfg: Config, names: Iterable[str] | None = None) -> None
                 f"table {name} not found at {path}: run `crawler init` for this crawl home "
                 "(or check crawl.home)"
             )
-        check_schema(name, spark.read.format("delta").load(path).schema)
+        check_schema(name, read_path(spark, path).schema)
 
 
 def conform(df, name: str):
@@ -152,7 +167,81 @@ def replace_round(df, cfg: Config, name: str, round_id: str) -> None:
 
 
 def overwrite(df, cfg: Config, name: str) -> None:
+    """Replace a whole table (one atomic commit; readers see the old or the new version)."""
     conform(df, name).write.format("delta").mode("overwrite").save(cfg.table_path(name))
+
+
+# --- MERGE and UPDATE ---------------------------------------------------------------------
+# Clauses of a MERGE, in Delta's order of evaluation: the first matching clause of its kind
+# applies. Conditions and values are SQL over the aliases `t` (the table) and `s` (the source).
+
+
+@dataclass(frozen=True)
+class Update:
+    set: Mapping[str, str]
+    when: str | None = None
+
+
+@dataclass(frozen=True)
+class UpdateAll:
+    when: str | None = None
+
+
+@dataclass(frozen=True)
+class Delete:
+    when: str | None = None
+
+
+@dataclass(frozen=True)
+class Insert:
+    values: Mapping[str, str]
+    when: str | None = None
+
+
+@dataclass(frozen=True)
+class InsertAll:
+    when: str | None = None
+
+
+Clause = Update | UpdateAll | Delete | Insert | InsertAll
+
+
+def merge_into(spark, cfg: Config, name: str, source, on: str, *clauses: Clause) -> None:
+    """MERGE `source` (alias `s`) into table `name` (alias `t`) on `on`, one atomic commit."""
+    from delta.tables import DeltaTable
+
+    if not clauses:
+        raise ValueError("merge_into needs at least one clause")
+    m = DeltaTable.forPath(spark, cfg.table_path(name)).alias("t").merge(source.alias("s"), on)
+    for c in clauses:
+        if isinstance(c, Update):
+            m = m.whenMatchedUpdate(condition=c.when, set=dict(c.set))
+        elif isinstance(c, UpdateAll):
+            m = m.whenMatchedUpdateAll(condition=c.when)
+        elif isinstance(c, Delete):
+            m = m.whenMatchedDelete(condition=c.when)
+        elif isinstance(c, Insert):
+            m = m.whenNotMatchedInsert(condition=c.when, values=dict(c.values))
+        elif isinstance(c, InsertAll):
+            m = m.whenNotMatchedInsertAll(condition=c.when)
+        else:
+            raise TypeError(f"not a MERGE clause: {c!r}")
+    m.execute()
+
+
+def update_where(spark, cfg: Config, name: str, condition: str, set: Mapping[str, str]) -> None:
+    """UPDATE rows of `name` matching `condition` (SQL over its columns); only the files that
+    hold such rows are rewritten."""
+    from delta.tables import DeltaTable
+
+    DeltaTable.forPath(spark, cfg.table_path(name)).update(condition, dict(set))
+
+
+def delta_table(spark, cfg: Config, name: str):
+    """Delta's handle on a table, for housekeeping (OPTIMIZE, VACUUM: spark_jobs/maintenance)."""
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, cfg.table_path(name))
 
 
 def with_retry(action, *, attempts: int = 5, what: str = "Delta commit"):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 
 from recrawl.config import Config
 from recrawl.linkfilter import LinkFilterRules
@@ -42,17 +40,3 @@ def ts_lit(t: dt.datetime) -> str:
     return f"timestamp'{naive_utc(t).isoformat(sep=' ')}'"
 
 
-@contextmanager
-def session_conf(spark, settings: Mapping[str, str]) -> Iterator[None]:
-    """Spark SQL settings for the body only; the previous values (or unset) afterwards."""
-    saved = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)

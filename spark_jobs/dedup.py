@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from recrawl.config import Config
+from recrawl.hostdb import flag_traps
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     `dedup.max_bucket`, not joined in their table), capped_pages (new pages in at least one
     of them), trap_hosts.
     """
-    from delta.tables import DeltaTable
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -335,14 +335,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     flagged = {r["host"] for r in read(spark, cfg, "hosts").where("trap").select("host").collect()}
     to_flag = [r for r in trap_rows if r["host"] not in flagged]  # a re-run commits nothing
     if to_flag:
-        (
-            DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
-            .merge(spark.createDataFrame(to_flag, per_host.schema).alias("s"), "t.host = s.host")
-            .whenMatchedUpdate(set={"trap": "s.trap", "trap_reason": "s.trap_reason"})
-            .whenNotMatchedInsert(values={"host": "s.host", "trap": "s.trap",
-                                          "trap_reason": "s.trap_reason"})
-            .execute()
-        )
+        flag_traps(spark, cfg, spark.createDataFrame(to_flag, per_host.schema))
     for df in (new, exact, nd.rows, pairs):
         df.unpersist()
     return {

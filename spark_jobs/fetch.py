@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator
 
 from fetcher.storage import S3Options, Storage
 from recrawl.config import Config
+from recrawl.hostdb import record_fetch
+from recrawl.tables import InsertAll, UpdateAll, merge_into
 
 
 def _json_default(value):
@@ -169,7 +171,6 @@ def check_no_speculation(spark) -> None:
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from recrawl.schemas import FETCHES, HOSTS, ROBOTS
@@ -222,29 +223,12 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     replace_round(fetches, cfg, "fetches", round_id)
     robots_rows = parsed("robots", ROBOTS).dropDuplicates(["host"])
     if robots_rows.limit(1).count():
-        (
-            DeltaTable.forPath(spark, cfg.table_path("robots")).alias("t")
-            .merge(robots_rows.alias("s"), "t.host = s.host")
-            .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
-        )
+        merge_into(spark, cfg, "robots", robots_rows, "t.host = s.host", UpdateAll(), InsertAll())
     hosts_rows = parsed("host", HOSTS).dropDuplicates(["host"]).withColumn(
         "updated_at", F.current_timestamp()
     )
     if hosts_rows.limit(1).count():
-        (
-            DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
-            .merge(hosts_rows.alias("s"), "t.host = s.host")
-            .whenMatchedUpdate(set={
-                "ip": "s.ip", "backoff_until": "s.backoff_until",
-                "consecutive_failures": "s.consecutive_failures", "updated_at": "s.updated_at",
-            })
-            .whenNotMatchedInsert(values={
-                "host": "s.host", "ip": "s.ip", "backoff_until": "s.backoff_until",
-                "consecutive_failures": "s.consecutive_failures", "pages_known": "0",
-                "trap": "false", "pages_fetched": "0", "updated_at": "s.updated_at",
-            })
-            .execute()
-        )
+        record_fetch(spark, cfg, hosts_rows)
     # Delete WARC files no published row references (failed attempts, earlier runs, .open).
     published = read(spark, cfg, "fetches").where(f"round_id = {sql_str(round_id)}")
     referenced = {r[0] for r in published.select("warc_file").distinct().collect() if r[0]}

@@ -206,7 +206,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .withColumn("round_id", F.lit(round_id))
     )
     replace_round(fetch_list, cfg, "fetch_list", round_id)
-    n = spark.read.format("delta").load(cfg.table_path("fetch_list")).where(
+    n = read(spark, cfg, "fetch_list").where(
         f"round_id = {sql_str(round_id)}"
     )
     generated = n.count()

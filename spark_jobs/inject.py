@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recrawl.config import Config
+from recrawl.crawldb import insert_new
 from recrawl.crawldb_rules import new_url_values
 from recrawl.rounds import BadInput
 from recrawl.urlnorm import NormalizeRules, host_key, try_normalize
@@ -67,10 +68,9 @@ def check_seeds(seeds: SeedFile, path: str | Path) -> None:
 
 
 def run(spark, cfg: Config, seeds_path: str, logical: dt.datetime) -> dict[str, int]:
-    from delta.tables import DeltaTable
 
     from recrawl.schemas import CRAWLDB
-    from recrawl.tables import conform
+    from recrawl.tables import conform, read
     from spark_jobs.common import naive_utc, norm_rules
 
     seeds = read_seeds(seeds_path, norm_rules(cfg))
@@ -91,19 +91,13 @@ def run(spark, cfg: Config, seeds_path: str, logical: dt.datetime) -> dict[str, 
     if not rows:
         counts["new"] = 0
         return counts
-    path = cfg.table_path("crawldb")
     src = conform(spark.createDataFrame(rows, schema=_input_schema(CRAWLDB)), "crawldb")
-    existing = spark.read.format("delta").load(path).select("url")
+    existing = read(spark, cfg, "crawldb").select("url")
     new = src.join(existing, "url", "left_anti").cache()
     counts["new"] = new.count()
     counts["known"] = len(rows) - counts["new"]
     if counts["new"]:
-        (
-            DeltaTable.forPath(spark, path).alias("t")
-            .merge(new.alias("s"), "t.url = s.url")
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
+        insert_new(spark, cfg, new)
     new.unpersist()
     return counts
 

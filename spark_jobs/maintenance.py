@@ -118,9 +118,7 @@ def _count_files(spark, directory: str) -> int:
 
 
 def _warc_retention(spark, cfg: Config, logical: dt.datetime, days: float) -> dict[str, int]:
-    from delta.tables import DeltaTable
-
-    from recrawl.tables import read, sql_str
+    from recrawl.tables import read, sql_str, update_where
 
     cutoff = (logical - dt.timedelta(days=days)).date()
     round_dates = {r["round_id"]: r["logical_date"]
@@ -133,7 +131,7 @@ def _warc_retention(spark, cfg: Config, logical: dt.datetime, days: float) -> di
         for table, cols in WARC_POINTERS.items():
             in_rounds = f"round_id IN ({rounds}) AND {cols[0]} IS NOT NULL"
             flagged += read(spark, cfg, table).where(in_rounds).count()
-            DeltaTable.forPath(spark, cfg.table_path(table)).update(in_rounds, {c: "NULL" for c in cols})
+            update_where(spark, cfg, table, in_rounds, {c: "NULL" for c in cols})
     files = 0
     for name in expired:
         target = f"{warc_root}/{name}"
@@ -145,17 +143,15 @@ def _warc_retention(spark, cfg: Config, logical: dt.datetime, days: float) -> di
 
 
 def _optimize(spark, cfg: Config, names: Sequence[str] | None) -> dict[str, int]:
-    from delta.tables import DeltaTable
-
     from recrawl.schemas import TABLES
-    from recrawl.tables import table_exists
+    from recrawl.tables import delta_table, table_exists
 
     added = removed = tables = 0
     for name in names or TABLES:
         path = cfg.table_path(name)
         if not table_exists(spark, path):
             continue
-        builder = DeltaTable.forPath(spark, path).optimize()
+        builder = delta_table(spark, cfg, name).optimize()
         result = builder.executeZOrderBy("host") if name == "crawldb" else builder.executeCompaction()
         m = result.select("metrics.numFilesAdded", "metrics.numFilesRemoved").first()
         added += int(m[0] or 0)
@@ -165,10 +161,8 @@ def _optimize(spark, cfg: Config, names: Sequence[str] | None) -> dict[str, int]
 
 
 def _vacuum(spark, cfg: Config, retain_hours: float, names: Sequence[str] | None) -> dict[str, int]:
-    from delta.tables import DeltaTable
-
     from recrawl.schemas import TABLES
-    from recrawl.tables import table_exists
+    from recrawl.tables import delta_table, table_exists
 
     tables = 0
     for name in names or TABLES:
@@ -176,6 +170,6 @@ def _vacuum(spark, cfg: Config, retain_hours: float, names: Sequence[str] | None
         if not table_exists(spark, path):
             continue
         # Delta prints how many files it deleted; its Python API returns no count.
-        DeltaTable.forPath(spark, path).vacuum(retain_hours)
+        delta_table(spark, cfg, name).vacuum(retain_hours)
         tables += 1
     return {"tables": tables}

@@ -14,10 +14,11 @@ from __future__ import annotations
 import datetime as dt
 
 from recrawl.config import Config
+from recrawl.crawldb import set_scores
+from recrawl.hostdb import set_ranks
 
 
 def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
-    from delta.tables import DeltaTable
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -77,24 +78,12 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
         .agg(F.sum(F.col("pagerank") / F.col("deg")).alias("inlink_score"))
     )
     upd = scores.select("url", "pagerank").join(inlink, "url", "full")
-    (
-        DeltaTable.forPath(spark, cfg.table_path("crawldb")).alias("t")
-        .merge(upd.alias("s"), "t.url = s.url")
-        .whenMatchedUpdate(set={"score": "s.pagerank", "inlink_score": "s.inlink_score"})
-        .execute()
-    )
+    set_scores(spark, cfg, upd)
     host_edges = host_graph(ids, edges, read(spark, cfg, "crawldb").select("url", "host"))
     host_rank = host_ranks(spark, host_edges, p)
     structure = host_components(spark, host_edges, p)
     host_rows = host_rank.join(structure, "host", "full").cache()
-    cols = ["host_rank", "component_root", "component_hosts", "scc_root", "scc_hosts"]
-    (
-        DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
-        .merge(host_rows.alias("s"), "t.host = s.host")
-        .whenMatchedUpdate(set={c: f"s.{c}" for c in cols})
-        .whenNotMatchedInsert(values={"host": "s.host", **{c: f"s.{c}" for c in cols}})
-        .execute()
-    )
+    set_ranks(spark, cfg, host_rows)
     big_scc = host_rows.agg(F.max("scc_hosts")).first()[0] or 0
     unresolved = host_rows.where("scc_root IS NULL").count()
     host_rows.unpersist()

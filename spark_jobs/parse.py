@@ -195,16 +195,11 @@ def _safe_host(fn, url):
 def write_latest_outlinks(spark, cfg: Config, round_id: str, parsed_urls, links) -> None:
     """`links` holds each page's latest outlinks: drop what earlier rounds said for the pages
     parsed now (`parsed_urls`, a `url` column), then replace the round's partition."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from recrawl.tables import replace_round, sql_str
+    from recrawl.tables import Delete, merge_into, replace_round, sql_str
 
     srcs = parsed_urls.select(F.col("url").alias("src_url")).distinct()
-    (
-        DeltaTable.forPath(spark, cfg.table_path("links")).alias("t")
-        .merge(srcs.alias("s"), f"t.src_url = s.src_url AND t.round_id != {sql_str(round_id)}")
-        .whenMatchedDelete()
-        .execute()
-    )
+    merge_into(spark, cfg, "links", srcs, f"t.src_url = s.src_url AND t.round_id != {sql_str(round_id)}",
+               Delete())
     replace_round(links, cfg, "links", round_id)

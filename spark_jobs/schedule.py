@@ -35,7 +35,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from recrawl.config import Config
-from recrawl.crawldb_rules import SCHEDULED_STATUSES
+from recrawl.crawldb import set_schedule
+from recrawl.crawldb_rules import SCHEDULED_STATUSES, sql_list
 
 POLICY_CODES = {"fixed": 0, "adaptive": 1, "optimal": 2}
 # Only fetched pages are generated again; they are the ones that share the daily budget.
@@ -68,7 +69,7 @@ def bucket_sql(rate: str, weight: str, per_decade: int = PER_DECADE) -> str:
 
 def _todo_condition(rid_sql: str, now_sql: str) -> str:
     """Rows this round fetched and this step has not scheduled (NULL-safe: never NULL)."""
-    statuses = ", ".join(f"'{s}'" for s in SCHEDULED_STATUSES)
+    statuses = sql_list(SCHEDULED_STATUSES)
     return (
         f"coalesce(last_round = {rid_sql} AND last_fetch_time = {now_sql} "
         f"AND status IN ({statuses}) "
@@ -85,7 +86,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     planned_fetches_per_day (what the allocation spends: below the budget when every page
     already sits at the minimum interval) and buckets (histogram rows mu was solved on).
     """
-    from delta.tables import DeltaTable
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
@@ -136,7 +136,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             float(sch["daily_budget"]), float(cfg.get("generate.discovery_share")), frontier
         )
         counts["frontier"] = int(frontier)
-        statuses = ", ".join(f"'{s}'" for s in BUDGET_STATUSES)
+        statuses = sql_list(BUDGET_STATUSES)
         pop = db.where(f"status IN ({statuses}) AND last_fetch_time IS NOT NULL")
         mean_score = pop.agg(F.avg("score")).first()[0]  # avg skips NULLs
         if mean_score is not None and not mean_score > 0:
@@ -222,21 +222,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             min_interval_s=int(stats["lo"]),
             max_interval_s=int(stats["hi"]),
         )
-        (
-            DeltaTable.forPath(spark, cfg.table_path("crawldb")).alias("t")
-            .merge(result.alias("s"), "t.url = s.url")
-            # Re-checked at commit time: a concurrent re-run cannot schedule a row twice.
-            .whenMatchedUpdate(
-                condition=f"t.scheduled_round IS NULL OR t.scheduled_round != {rid}",
-                set={
-                    "change_rate": "s.change_rate",
-                    "fetch_interval_s": "s.fetch_interval_s",
-                    "next_fetch_time": "s.next_fetch_time",
-                    "scheduled_round": rid,
-                },
-            )
-            .execute()
-        )
+        set_schedule(spark, cfg, result, round_id)
     result.unpersist()
     return counts
 

@@ -1,6 +1,8 @@
 """updatedb: MERGE the round's fetch results and newly found links into crawldb.
 
-Status transitions follow Nutch's CrawlDbReducer in spirit:
+This job builds the MERGE's source (the round's fetches with their parse and dedup verdicts,
+and the URLs its links, redirects and sitemaps point to); recrawl/crawldb.py, crawldb's owner,
+writes it (`apply_round`), with the transitions of recrawl/crawldb_rules.next_status:
   fetched                  -> fetched (or duplicate when dedup marked it), retries reset
   not_modified             -> fetched (no change recorded)
   redirect                 -> redirect_perm (301/308) / redirect_temp; the target is added
@@ -10,7 +12,7 @@ Status transitions follow Nutch's CrawlDbReducer in spirit:
                            -> retries + 1, `failed` once retries reach max_retries
   too_large, filtered_type -> failed
   retry_later, skipped_budget -> unchanged, due again at once
-Change detection happens here because only this MERGE sees the old and new fingerprints side by
+Change detection happens in that MERGE because only it sees the old and new fingerprints side by
 side; the rule itself (a 304, the same payload, or a SimHash within
 `schedule.trivial_change_distance` of the old one is no change) and the history window live in
 recrawl/crawldb_rules.py.
@@ -24,46 +26,19 @@ from __future__ import annotations
 import datetime as dt
 
 from recrawl.config import Config
-from recrawl.crawldb_rules import (
-    HISTORY_MAX,
-    TRANSIENT,
-    ChangeColumns,
-    meaningful_change_sql,
-    new_url_values_sql,
-)
-
-
-def _status_expr(max_retries: int) -> str:
-    transient = ", ".join(f"'{s}'" for s in TRANSIENT)
-    return f"""CASE
-      WHEN s.fetch_status = 'fetched' THEN CASE WHEN s.is_dup THEN 'duplicate' ELSE 'fetched' END
-      WHEN s.fetch_status = 'not_modified' THEN
-        CASE WHEN t.status = 'duplicate' THEN 'duplicate' ELSE 'fetched' END
-      WHEN s.fetch_status = 'redirect' THEN
-        CASE WHEN s.http_status IN (301, 308) THEN 'redirect_perm' ELSE 'redirect_temp' END
-      WHEN s.fetch_status = 'gone' THEN 'gone'
-      WHEN s.fetch_status = 'robots_denied' THEN 'robots_denied'
-      WHEN s.fetch_status IN ({transient}) THEN
-        CASE WHEN coalesce(t.retries, 0) + 1 >= {max_retries} THEN 'failed' ELSE t.status END
-      WHEN s.fetch_status IN ('too_large', 'filtered_type') THEN 'failed'
-      ELSE t.status END"""
+from recrawl.crawldb import apply_round, mark_traps, park_poison
+from recrawl.hostdb import record_counts
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from recrawl.tables import read, sql_str
     from recrawl.urlnorm import try_normalize
-    from spark_jobs.common import naive_utc, norm_rules, session_conf
+    from spark_jobs.common import naive_utc, norm_rules
 
-    u, sch = cfg.section("updatedb"), cfg.section("schedule")
     now = naive_utc(logical)
-    now_sql = f"timestamp'{now.isoformat(sep=' ')}'"
     rid = sql_str(round_id)
-    day = 86400
-    trivial = int(sch["trivial_change_distance"])
-    transient = ", ".join(f"'{s}'" for s in TRANSIENT)
 
     fetches = read(spark, cfg, "fetches").where(f"round_id = {rid}")
     pages = read(spark, cfg, "pages").where(f"round_id = {rid}").select(
@@ -77,82 +52,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .withColumn("is_dup", F.coalesce("is_dup", F.lit(False)))
         .dropDuplicates(["url"])
     )
-    success = "s.fetch_status IN ('fetched', 'not_modified')"
-    # A meaningful change: new text differs beyond the trivial SimHash distance and the payload
-    # differs. NULL when the URL was not successfully fetched or had no previous capture.
-    changed = meaningful_change_sql(ChangeColumns(
-        status="s.fetch_status", new_digest="s.payload_digest", old_digest="t.payload_digest",
-        new_hash="s.content_hash", old_hash="t.content_hash", new_simhash="s.simhash",
-        old_simhash="t.simhash",
-        # a previous capture: crawldb holds its payload digest or text hash
-        has_previous="t.payload_digest IS NOT NULL OR t.content_hash IS NOT NULL",
-    ), trivial)
-    interval_d = (
-        f"(unix_timestamp({now_sql}) - unix_timestamp(t.last_fetch_time)) / {float(day)}"
-    )
-    history = f"""CASE WHEN ({changed}) IS NOT NULL AND t.last_fetch_time IS NOT NULL
-      THEN slice(concat(coalesce(t.change_history, array()),
-                        array(named_struct('interval_d', {interval_d}, 'changed', ({changed})))),
-                 -{HISTORY_MAX}, {HISTORY_MAX})
-      ELSE t.change_history END"""
-    interval_s = f"coalesce(t.fetch_interval_s, {int(sch['default_interval_days'] * day)})"
-    next_fetch = f"""CASE
-      WHEN {success} OR s.fetch_status = 'redirect'
-        THEN {now_sql} + make_interval(0, 0, 0, 0, 0, 0, {interval_s})
-      WHEN s.fetch_status IN ('gone', 'too_large', 'filtered_type')
-        THEN {now_sql} + make_interval(0, 0, 0, 0, 0, 0, {int(u['retry_gone_interval_days'] * day)})
-      WHEN s.fetch_status IN ({transient})
-        THEN {now_sql} + make_interval(0, 0, 0, 0, 0, 0, {int(u['retry_interval_days'] * day)})
-      WHEN s.fetch_status = 'robots_denied'
-        THEN {now_sql} + make_interval(0, 0, 0, 0, 0, 0,
-                                       {int(cfg.get('fetcher.robots_ttl_s'))})
-      ELSE {now_sql} END"""
-    fetched = "s.fetch_status = 'fetched'"
-    new_payload = f"{fetched} AND s.warc_type = 'response'"
-    updates = {
-        "status": _status_expr(int(u["max_retries"])),
-        "retries": f"CASE WHEN {success} THEN 0 WHEN s.fetch_status IN ({transient}) "
-                   "THEN coalesce(t.retries, 0) + 1 ELSE t.retries END",
-        "fetch_count": f"coalesce(t.fetch_count, 0) + CASE WHEN {success} THEN 1 ELSE 0 END",
-        "last_fetch_time": f"CASE WHEN {success} THEN {now_sql} ELSE t.last_fetch_time END",
-        "http_status": "coalesce(s.http_status, t.http_status)",
-        "etag": f"CASE WHEN {fetched} THEN s.etag ELSE coalesce(s.etag, t.etag) END",
-        "last_modified": f"CASE WHEN {fetched} THEN s.last_modified "
-                         "ELSE coalesce(s.last_modified, t.last_modified) END",
-        "payload_digest": f"CASE WHEN {fetched} THEN s.payload_digest ELSE t.payload_digest END",
-        # The record holding the payload, which later revisits refer to: a new `response`;
-        # after a revisit (or a fetch that stored nothing new) the original stays.
-        "payload_record_id": f"CASE WHEN {new_payload} THEN s.warc_record_id "
-                             "ELSE t.payload_record_id END",
-        "payload_warc_date": f"CASE WHEN {new_payload} THEN s.warc_date "
-                             "ELSE t.payload_warc_date END",
-        "payload_target_uri": f"CASE WHEN {new_payload} THEN s.warc_target_uri "
-                              "ELSE t.payload_target_uri END",
-        "content_hash": f"CASE WHEN {fetched} AND s.content_hash IS NOT NULL "
-                        "THEN s.content_hash ELSE t.content_hash END",
-        "simhash": f"CASE WHEN {fetched} AND s.simhash IS NOT NULL THEN s.simhash "
-                   "ELSE t.simhash END",
-        "last_changed": changed,
-        "change_count": f"coalesce(t.change_count, 0) + "
-                        f"CASE WHEN coalesce(({changed}), false) THEN 1 ELSE 0 END",
-        "change_history": history,
-        "last_change_time": f"CASE WHEN coalesce(({changed}), false) OR "
-                            f"({fetched} AND t.last_change_time IS NULL) THEN {now_sql} "
-                            "ELSE t.last_change_time END",
-        "redirect_to": "CASE WHEN s.fetch_status = 'redirect' THEN s.final_url "
-                       "ELSE t.redirect_to END",
-        "next_fetch_time": next_fetch,
-        # An identical payload (a `revisit`, not parsed again) would break the parser again:
-        # it counts as one more failure, or a static poison page would never be parked.
-        "parse_failures": f"CASE WHEN {fetched} AND s.parse_error IS NOT NULL "
-                          "THEN coalesce(t.parse_failures, 0) + 1 "
-                          f"WHEN {fetched} AND s.parsed IS NULL "
-                          "AND coalesce(t.parse_failures, 0) > 0 THEN t.parse_failures + 1 "
-                          f"WHEN {fetched} THEN 0 ELSE t.parse_failures END",
-        "generated_round": "NULL",
-        "generated_at": "NULL",
-        "last_round": rid,
-    }
     rules = norm_rules(cfg)
     norm_udf = F.udf(lambda u: try_normalize(u, rules=rules)[0] if u else None, "string")
     # New URLs: outlinks, redirect targets and sitemaps, at depth = shortest path from a seed.
@@ -209,57 +108,16 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         dups.select("url").join(fetches.select("url"), "url", "left_anti")
         .withColumn("stored_dup", F.lit(True))
     )
-    # One MERGE for the whole step. The fetched URLs are spread over every crawldb file, so any
-    # MERGE they take part in rewrites the whole table (copy-on-write): fetch results, stored
-    # duplicates, depth updates and new URLs share that one rewrite instead of paying three
-    # (docs/scale.md, "fewer rewrites per round"). One source row per URL: full outer joins.
+    # One source row per URL (full outer joins): crawldb.apply_round makes one MERGE of it.
     merged = (
         src.join(targets.select("url", F.col("depth").alias("link_depth"),
                                 F.col("host").alias("link_host"), "inlink_est"), "url", "full")
         .join(stored_dups, "url", "full")
     )
-    better_depth = "s.link_depth IS NOT NULL AND (t.depth IS NULL OR s.link_depth < t.depth)"
-    depth = f"CASE WHEN {better_depth} THEN s.link_depth ELSE t.depth END"
-    crawldb = DeltaTable.forPath(spark, cfg.table_path("crawldb"))
-    before = spark.read.format("delta").load(cfg.table_path("crawldb")).count()
-    # The MERGE's update projection (the joined crawldb and source rows, ~60 fields, the change
-    # rule inlined several times) is more than one Java method can hold: whole-stage code
-    # generation spent seconds compiling it, failed with "Code grows beyond 64 KB", logged the
-    # stack trace and fell back, every round. Operators this wide now skip whole-stage codegen
-    # (each expression is still compiled, in split methods); the narrower stages that build
-    # the source keep it.
-    with session_conf(spark, {"spark.sql.codegen.maxFields": "40"}):
-        (
-            crawldb.alias("t")
-            .merge(merged.alias("s"), "t.url = s.url")
-            .whenMatchedUpdate(
-                condition=f"s.fetch_status IS NOT NULL AND (t.last_round IS NULL OR t.last_round != {rid})",
-                set={**updates, "depth": depth},
-            )
-            .whenMatchedUpdate(
-                condition="s.fetch_status IS NULL AND "
-                          f"((coalesce(s.stored_dup, false) AND t.status = 'fetched') OR ({better_depth}))",
-                set={"status": "CASE WHEN coalesce(s.stored_dup, false) AND t.status = 'fetched' "
-                               "THEN 'duplicate' ELSE t.status END",
-                     "depth": depth},
-            )
-            .whenNotMatchedInsert(condition="s.link_depth IS NOT NULL", values={
-                "url": "s.url", "host": "s.link_host", "depth": "s.link_depth",
-                "discovered_at": now_sql, "next_fetch_time": now_sql,
-                "inlink_score": "s.inlink_est",
-                **new_url_values_sql(float(sch["default_interval_days"])),
-            })
-            .execute()
-        )
-    # Pages that keep breaking the parser are parked (a poison page must not fail every round).
-    # Few rows match: only the files holding them are rewritten.
-    max_pf = int(cfg.get("parse.max_parse_failures"))
-    crawldb.update(
-        f"parse_failures >= {max_pf} AND status = 'fetched'",
-        {"status": "'failed'", "next_fetch_time":
-         f"{now_sql} + make_interval(0, 0, 0, 0, 0, 0, {int(u['retry_gone_interval_days'] * day)})"},
-    )
-    after = spark.read.format("delta").load(cfg.table_path("crawldb")).count()
+    before = read(spark, cfg, "crawldb").count()
+    apply_round(spark, cfg, merged, round_id, now)
+    park_poison(spark, cfg, now)
+    after = read(spark, cfg, "crawldb").count()
     traps = _update_hosts(spark, cfg, now)
     counts = {
         r["fetch_status"]: r["n"]
@@ -308,7 +166,6 @@ def url_shape_sql(col: str = "url") -> str:
 
 def _update_hosts(spark, cfg: Config, now: dt.datetime) -> int:
     """Per-host counters and the trap flag; unfetched URLs of trap hosts become `trap`."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     from recrawl.tables import read
@@ -335,30 +192,9 @@ def _update_hosts(spark, cfg: Config, now: dt.datetime) -> int:
         .withColumn("trap", F.col("trap_reason").isNotNull())
         .withColumn("updated_at", F.lit(now))
     )
-    (
-        DeltaTable.forPath(spark, cfg.table_path("hosts")).alias("t")
-        .merge(stats.alias("s"), "t.host = s.host")
-        .whenMatchedUpdate(set={
-            "pages_known": "s.pages_known", "pages_fetched": "s.pages_fetched",
-            # a trap flag from dedup (near-duplicate flood) is kept
-            "trap": "s.trap OR coalesce(t.trap, false)",
-            "trap_reason": "coalesce(s.trap_reason, t.trap_reason)",
-            "updated_at": "s.updated_at",
-        })
-        .whenNotMatchedInsert(values={
-            "host": "s.host", "pages_known": "s.pages_known", "pages_fetched": "s.pages_fetched",
-            "trap": "s.trap", "trap_reason": "s.trap_reason", "consecutive_failures": "0",
-            "updated_at": "s.updated_at",
-        })
-        .execute()
-    )
+    record_counts(spark, cfg, stats)
     trap_hosts = read(spark, cfg, "hosts").where("trap").select("host")
     n = trap_hosts.count()
     if n:
-        (
-            DeltaTable.forPath(spark, cfg.table_path("crawldb")).alias("t")
-            .merge(trap_hosts.alias("s"), "t.host = s.host AND t.status = 'unfetched'")
-            .whenMatchedUpdate(set={"status": "'trap'"})
-            .execute()
-        )
+        mark_traps(spark, cfg, trap_hosts)
     return n

@@ -101,3 +101,31 @@ def test_a_new_url_gets_the_same_values_from_python_and_from_the_merge_sql(spark
     row = spark.sql("SELECT " + ", ".join(f"{v} AS {k}" for k, v in sql.items())).first()
     assert row.asDict() == want and want["fetch_interval_s"] == 216000
     assert want["status"] == "unfetched"
+
+
+def test_a_fetchs_status_transition_is_one_rule_in_python_and_spark(spark):
+    import itertools
+
+    from recrawl.crawldb_rules import CRAWLDB_STATUSES, FETCH_STATUSES, next_status, next_status_sql
+
+    max_retries = 3
+    rows = [(f, h, d, old, r, i) for i, (f, h, d, old, r) in enumerate(itertools.product(
+        FETCH_STATUSES, (None, 200, 301, 302, 308), (False, True, None),
+        ("unfetched", "fetched", "duplicate", "gone"), (None, 0, 1, 2)))]
+    df = spark.createDataFrame(
+        rows, "fetch_status string, http_status int, is_dup boolean, status string, "
+              "retries int, i int")
+    sql = next_status_sql(max_retries, fetch_status="fetch_status", http_status="http_status",
+                          is_dup="is_dup", old_status="status", retries="retries")
+    got = [r[0] for r in df.orderBy("i").selectExpr(sql).collect()]
+    want = [next_status(f, h, bool(d), old, r, max_retries) for f, h, d, old, r, _ in rows]
+    assert got == want
+    assert set(want) <= set(CRAWLDB_STATUSES)
+    # the transitions the docstring of spark_jobs/updatedb.py promises
+    assert next_status("redirect", 301, False, "fetched", 0, 3) == "redirect_perm"
+    assert next_status("redirect", 302, False, "fetched", 0, 3) == "redirect_temp"
+    assert next_status("not_modified", 304, False, "duplicate", 0, 3) == "duplicate"
+    assert next_status("timeout", None, False, "fetched", 1, 3) == "fetched"
+    assert next_status("timeout", None, False, "fetched", 2, 3) == "failed"
+    assert next_status("too_large", 200, False, "unfetched", None, 3) == "failed"
+    assert next_status("retry_later", 503, False, "gone", 0, 3) == "gone"
