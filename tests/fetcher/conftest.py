@@ -9,8 +9,9 @@ from __future__ import annotations
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -36,20 +37,42 @@ def local_settings(**overrides) -> FetchSettings:
 
 
 @pytest.fixture()
+def clock() -> Callable[[], float]:
+    """A monotonic clock to give a Fetcher and its test servers alike (starts near zero)."""
+    t0 = time.monotonic()
+    return lambda: time.monotonic() - t0
+
+
+@pytest.fixture()
 def settings_factory() -> Callable[..., FetchSettings]:
     return local_settings
+
+
+@dataclass
+class Served:
+    """One request as the server saw it, in the server's clock."""
+
+    path: str
+    received: float  # its head had been read
+    replied: float | None = None  # just before the response was written (None: closed)
 
 
 class RawServer:
     """A tiny HTTP/1.1 server on 127.0.0.1 whose handler writes raw bytes per request.
 
     ``handler(path, headers) -> bytes | None`` returns the full response (None: close).
-    Every request is logged as (path, headers, start, end) for politeness checks.
+    Every request is logged as (path, headers, received) and in ``served`` with the time its
+    response was written, both read from ``clock``. Given the Fetcher's clock, politeness
+    bounds hold exactly: the fetcher reads a response's end after the server wrote it, and a
+    request arrives after the fetcher started it, so ``next.received >= prev.replied + delay``.
     """
 
-    def __init__(self, handler: Callable[[str, dict[str, str]], bytes | None]) -> None:
+    def __init__(self, handler: Callable[[str, dict[str, str]], bytes | None],
+                 clock: Callable[[], float] = time.time) -> None:
         self.handler = handler
+        self.clock = clock
         self.log: list[tuple[str, dict[str, str], float]] = []
+        self.served: list[Served] = []
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
@@ -70,8 +93,6 @@ class RawServer:
             threading.Thread(target=self._conn, args=(conn,), daemon=True).start()
 
     def _conn(self, conn: socket.socket) -> None:
-        import time
-
         f = conn.makefile("rb")
         try:
             while True:
@@ -86,10 +107,13 @@ class RawServer:
                     k, _, v = h.decode("latin-1").partition(":")
                     headers[k.strip().lower()] = v.strip()
                 path = line.split()[1].decode()
-                self.log.append((path, headers, time.time()))
+                served = Served(path, self.clock())
+                self.log.append((path, headers, served.received))
+                self.served.append(served)
                 out = self.handler(path, headers)
                 if out is None:
                     return
+                served.replied = self.clock()
                 conn.sendall(out)
         except OSError:
             return
@@ -106,8 +130,8 @@ class RawServer:
 def raw_server() -> Iterator[Callable[..., RawServer]]:
     servers: list[RawServer] = []
 
-    def make(handler):
-        s = RawServer(handler)
+    def make(handler, clock=time.time):
+        s = RawServer(handler, clock)
         servers.append(s)
         return s
 

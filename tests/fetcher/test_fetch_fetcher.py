@@ -28,8 +28,19 @@ def robots_then(pages, robots: bytes | None = b"User-agent: *\nDisallow: /privat
     return handler
 
 
-def run(tmp_path, items, **overrides):
-    return Fetcher(local_settings(**overrides), str(tmp_path / "warc"), "t").run(items)
+def run(tmp_path, items, *, clock=None, **overrides):
+    kw = {"clock": clock} if clock is not None else {}
+    return Fetcher(local_settings(**overrides), str(tmp_path / "warc"), "t", **kw).run(items)
+
+
+def assert_waited(served, waits):
+    """Request k+1 arrived at least ``waits[k]`` after response k was written (``waits``: one
+    number for all). With the server on the Fetcher's clock this is exact: no tolerance."""
+    pairs = list(zip(served, served[1:], strict=False))
+    waits = waits if isinstance(waits, list) else [waits] * len(pairs)
+    assert len(waits) == len(pairs)
+    for (a, b), wait in zip(pairs, waits, strict=True):
+        assert a.replied is not None and b.received >= a.replied + wait, (a, b, wait)
 
 
 def record_at(path, offset):
@@ -81,17 +92,19 @@ def test_priority_orders_a_hosts_queue(tmp_path, raw_server):
     assert [p for p, *_ in srv.log] == ["/robots.txt", "/high", "/low"]
 
 
-def test_delay_is_kept_after_the_response_end(tmp_path, raw_server):
+def test_delay_is_kept_after_the_response_end(tmp_path, raw_server, clock):
     def slow(path, h):
         time.sleep(0.2)
         return response(body=PAGE)
 
-    srv = raw_server(robots_then(slow))
+    srv = raw_server(robots_then(slow), clock)
     base = f"http://a.local.test:{srv.port}"
-    run(tmp_path, [FetchItem(f"{base}/{i}") for i in range(3)], min_delay_s=0.3)
-    starts = [t for p, _, t in srv.log if p != "/robots.txt"]
-    # each page is answered 0.2 s after it starts, so starts are >= 0.2 + 0.3 apart
-    assert all(b - a >= 0.5 - 0.02 for a, b in zip(starts, starts[1:], strict=False))
+    run(tmp_path, [FetchItem(f"{base}/{i}") for i in range(3)], min_delay_s=0.3, clock=clock)
+    assert [r.path for r in srv.served] == ["/robots.txt", "/0", "/1", "/2"]
+    assert_waited(srv.served, 0.3)  # from each response's end, robots.txt's too
+    # each page is answered 0.2 s after it arrives, so arrivals are >= 0.2 + 0.3 apart
+    starts = [r.received for r in srv.served[1:]]
+    assert all(b - a >= 0.5 for a, b in zip(starts, starts[1:], strict=False))
 
 
 def test_conditional_get_304_is_not_modified_with_a_revisit_record(tmp_path, raw_server):
@@ -243,9 +256,9 @@ def test_dns_failure_and_ssrf_refusal_never_connect(tmp_path, monkeypatch):
 
 
 def test_same_host_redirects_follow_with_the_delay_and_cross_host_is_recorded(tmp_path,
-                                                                            raw_server):
+                                                                            raw_server, clock):
     pages = {}
-    srv = raw_server(robots_then(pages))
+    srv = raw_server(robots_then(pages), clock)
     base = f"http://a.local.test:{srv.port}"
     pages.update({
         "/r1": response(302, headers={"Location": "/r2"}),
@@ -259,7 +272,7 @@ def test_same_host_redirects_follow_with_the_delay_and_cross_host_is_recorded(tm
     })
     items = [FetchItem(f"{base}/r1"), FetchItem(f"{base}/away"), FetchItem(f"{base}/loop1"),
              FetchItem(f"{base}/n0")]
-    out = run(tmp_path, items, min_delay_s=0.15, max_redirects=2)
+    out = run(tmp_path, items, min_delay_s=0.15, max_redirects=2, clock=clock)
     r1, away, loop, chain = out.rows
     assert r1["fetch_status"] == "fetched" and r1["final_url"] == f"{base}/final"
     assert r1["redirect_chain"] == [f"{base}/r1", f"{base}/r2"]
@@ -268,13 +281,12 @@ def test_same_host_redirects_follow_with_the_delay_and_cross_host_is_recorded(tm
     assert loop["fetch_status"] == "redirect" and loop["error"] == "loop"
     assert chain["fetch_status"] == "redirect" and chain["error"] == "too many redirects"
     assert chain["final_url"] == f"{base}/n3" and len(chain["redirect_chain"]) == 3
-    starts = [t for _, _, t in srv.log]
-    assert all(b - a >= 0.15 - 0.02 for a, b in zip(starts, starts[1:], strict=False))
+    assert_waited(srv.served, 0.15)  # every hop waits the delay: a chain is never a burst
     rec = record_at(r1["warc_file"], r1["warc_offset"])
     assert rec.rec_headers.get_header("WARC-Target-URI") == f"{base}/final"
 
 
-def test_retry_after_pauses_the_host_and_beyond_budget_defers_it(tmp_path, raw_server):
+def test_retry_after_pauses_the_host_and_beyond_budget_defers_it(tmp_path, raw_server, clock):
     def handler(path, headers):
         if path == "/busy":
             return response(429, headers={"Retry-After": "1"})
@@ -282,33 +294,33 @@ def test_retry_after_pauses_the_host_and_beyond_budget_defers_it(tmp_path, raw_s
             return response(503, headers={"Retry-After": "3600"})
         return response(body=PAGE)
 
-    srv = raw_server(robots_then(handler))
+    srv = raw_server(robots_then(handler), clock)
     base = f"http://a.local.test:{srv.port}"
     items = [FetchItem(f"{base}/busy", priority=3), FetchItem(f"{base}/after", priority=2),
              FetchItem(f"{base}/gone-away", priority=1), FetchItem(f"{base}/never")]
-    out = run(tmp_path, items, min_delay_s=0.05, time_budget_s=20)
+    out = run(tmp_path, items, min_delay_s=0.05, time_budget_s=20, clock=clock)
     st = [(r["fetch_status"], r["error"]) for r in out.rows]
     assert st[0] == ("retry_later", "http 429, retry-after 1s")
     assert st[1][0] == "fetched"
     assert st[2][0] == "retry_later" and st[2][1].startswith("http 503, retry-after 600s")
     assert st[3] == ("retry_later", "retry-after beyond time budget")
-    log = {p: t for p, _, t in srv.log}
-    assert log["/after"] - log["/busy"] >= 1.0 - 0.02
+    assert [r.path for r in srv.served] == ["/robots.txt", "/busy", "/after", "/gone-away"]
+    assert_waited(srv.served, [0.05, 1.0, 0.05])  # Retry-After: 1 from the 429's end
     host = out.hosts[0]
     assert host["backoff_until"] is not None and host["deferred"] == 3
 
 
-def test_failures_back_off_and_the_limit_defers_the_host(tmp_path, raw_server):
-    srv = raw_server(robots_then(lambda p, h: response(500, body=b"oops")))
+def test_failures_back_off_and_the_limit_defers_the_host(tmp_path, raw_server, clock):
+    srv = raw_server(robots_then(lambda p, h: response(500, body=b"oops")), clock)
     base = f"http://a.local.test:{srv.port}"
     items = [FetchItem(f"{base}/{i}") for i in range(5)]
-    out = run(tmp_path, items, min_delay_s=0.05, backoff_base_s=0.2, host_failure_limit=3)
+    out = run(tmp_path, items, min_delay_s=0.05, backoff_base_s=0.2, host_failure_limit=3,
+              clock=clock)
     st = [(r["fetch_status"], r["error"]) for r in out.rows]
     assert st[:3] == [("http_error", "http 500")] * 3
     assert st[3:] == [("retry_later", "host failures")] * 2
-    starts = [t for p, _, t in srv.log if p != "/robots.txt"]
-    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
-    assert gaps[0] >= 0.2 - 0.02 and gaps[1] >= 0.4 - 0.02  # 0.2 * 2**(k-1)
+    assert [r.path for r in srv.served] == ["/robots.txt", "/0", "/1", "/2"]
+    assert_waited(srv.served, [0.05, 0.2, 0.4])  # after k failures: 0.2 * 2**(k-1)
     assert out.hosts[0]["consecutive_failures"] == 3 and out.hosts[0]["errors"] == 3
 
 
@@ -324,13 +336,13 @@ def test_filtered_type_body_is_not_read_and_head_is_archived(tmp_path, raw_serve
     assert rec.rec_headers.get_header("WARC-Payload-Digest") == row["payload_digest"]
 
 
-def test_per_ip_mode_shares_one_queue_across_hosts(tmp_path, raw_server):
-    srv = raw_server(robots_then({}))
+def test_per_ip_mode_shares_one_queue_across_hosts(tmp_path, raw_server, clock):
+    srv = raw_server(robots_then({}), clock)
     items = [FetchItem(f"http://{h}.local.test:{srv.port}/{i}") for h in "abc" for i in range(2)]
-    out = run(tmp_path, items, per_ip=True, min_delay_s=0.1)
+    out = run(tmp_path, items, per_ip=True, min_delay_s=0.1, clock=clock)
     assert {r["fetch_status"] for r in out.rows} == {"fetched"}
-    starts = sorted(t for _, _, t in srv.log)
-    assert all(b - a >= 0.1 - 0.02 for a, b in zip(starts, starts[1:], strict=False))
+    # one request at a time across the three names, each the delay after the one before
+    assert_waited(sorted(srv.served, key=lambda r: r.received), 0.1)
     assert len(srv.log) == 9  # 3 robots + 6 pages, one at a time across the three names
 
 

@@ -1,0 +1,115 @@
+"""The hosts of one run: created on first sight, resolved and SSRF-checked once, robots state.
+
+A host is a politeness key ``scheme://name:port``. Its queue key is the host key, or its IP
+address in per-IP mode once resolved. A failed lookup or refused address is kept as the host's
+``failure``, a reason to defer all its URLs as its ``deferred``; the Fetcher turns both into
+rows for every URL of the host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+
+from fetcher import models as m
+from fetcher.dns import DNSError, Resolver, SSRFGuard, SSRFRefused
+from fetcher.http import HostConnection
+from fetcher.robots import RobotsRules, from_cache
+from fetcher.settings import FetchSettings
+from fetcher.urls import split_host_key
+
+
+@dataclass
+class Host:
+    """What the run knows about one politeness host."""
+
+    key: str
+    scheme: str
+    name: str
+    port: int
+    queue_key: str
+    ip: str | None = None
+    failure: tuple[str, str] | None = None  # (fetch_status, error) for every URL of the host
+    deferred: str | None = None  # retry_later error for every URL of the host
+    robots: RobotsRules | None = None
+    conn: HostConnection | None = None
+    requests: int = 0
+    errors: int = 0
+    deferred_count: int = 0
+
+
+class Hosts:
+    """The run's hosts by key (insertion order), with what resolving and robots.txt found."""
+
+    def __init__(self, settings: FetchSettings, resolver: Resolver, guard: SSRFGuard,
+                 robots_cache: dict[str, dict], now: Callable[[], datetime]) -> None:
+        self.settings = settings
+        self.resolver = resolver
+        self.guard = guard
+        self.robots_cache = robots_cache
+        self.now = now
+        self._by_key: dict[str, Host] = {}
+
+    def __getitem__(self, key: str) -> Host:
+        return self._by_key[key]
+
+    def get(self, key: str) -> Host | None:
+        return self._by_key.get(key)
+
+    def __iter__(self) -> Iterator[Host]:
+        return iter(self._by_key.values())
+
+    def get_or_add(self, key: str) -> Host:
+        """The host for ``key``; a new one takes a fresh robots.txt from the cache, if any."""
+        h = self._by_key.get(key)
+        if h is None:
+            scheme, name, port = split_host_key(key)
+            h = self._by_key[key] = Host(key, scheme, name, port, queue_key=key)
+            cached = from_cache(self.robots_cache.get(key), self.now(),
+                                self.settings.robots_ttl_s, self.settings.robots_token)
+            if cached is not None:
+                self.set_robots(h, cached)
+        return h
+
+    def set_robots(self, h: Host, rules: RobotsRules) -> None:
+        """Adopt ``rules``; a Crawl-delay above ``max_crawl_delay_s`` defers the host."""
+        h.robots = rules
+        delay = rules.crawl_delay
+        if delay is not None and delay > self.settings.max_crawl_delay_s:
+            h.deferred = f"crawl-delay {delay:g} exceeds max"
+
+    def resolve(self, h: Host) -> bool:
+        """Resolve and SSRF-check ``h`` once; on failure every URL of it gets the failure."""
+        if h.ip is not None:
+            return True
+        if h.failure is not None:
+            return False
+        try:
+            h.ip = self.resolver.resolve_checked(h.name, self.guard)
+        except DNSError as exc:
+            h.failure = (m.DNS_ERROR, str(exc))
+            return False
+        except SSRFRefused as exc:
+            h.failure = (m.CONNECT_ERROR, str(exc))
+            return False
+        s = self.settings
+        h.conn = HostConnection(h.scheme, h.name, h.port, h.ip, self.guard,
+                                connect_timeout=s.connect_timeout_s,
+                                read_timeout=s.read_timeout_s)
+        return True
+
+    def resolve_all(self, keys: set[str]) -> None:
+        """Per-IP mode needs every address before queueing; look them up concurrently."""
+        hosts = [self._by_key[k] for k in sorted(keys)]
+        with ThreadPoolExecutor(max_workers=max(1, min(self.settings.threads, 32))) as pool:
+            list(pool.map(self.resolve, hosts))
+        for h in hosts:
+            if h.ip is not None:
+                h.queue_key = h.ip
+
+    def close_connections(self) -> None:
+        for h in self._by_key.values():
+            if h.conn is not None:
+                h.conn.close()
