@@ -8,6 +8,7 @@ rows for every URL of the host.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -51,6 +52,9 @@ class Hosts:
         self.robots_cache = robots_cache
         self.now = now
         self._by_key: dict[str, Host] = {}
+        # Workers add hosts (a cross-host robots.txt redirect) outside the scheduler's lock
+        # while another may walk the hosts under it: adds are serialized, walks take a copy.
+        self._add_lock = threading.Lock()
 
     def __getitem__(self, key: str) -> Host:
         return self._by_key[key]
@@ -59,18 +63,23 @@ class Hosts:
         return self._by_key.get(key)
 
     def __iter__(self) -> Iterator[Host]:
-        return iter(self._by_key.values())
+        return iter(list(self._by_key.values()))  # a snapshot: see _add_lock
 
     def get_or_add(self, key: str) -> Host:
         """The host for ``key``; a new one takes a fresh robots.txt from the cache, if any."""
         h = self._by_key.get(key)
-        if h is None:
-            scheme, name, port = split_host_key(key)
-            h = self._by_key[key] = Host(key, scheme, name, port, queue_key=key)
-            cached = from_cache(self.robots_cache.get(key), self.now(),
-                                self.settings.robots_ttl_s, self.settings.robots_token)
-            if cached is not None:
-                self.set_robots(h, cached)
+        if h is not None:
+            return h
+        with self._add_lock:
+            h = self._by_key.get(key)  # two workers may race to add the same host
+            if h is None:
+                scheme, name, port = split_host_key(key)
+                h = Host(key, scheme, name, port, queue_key=key)
+                cached = from_cache(self.robots_cache.get(key), self.now(),
+                                    self.settings.robots_ttl_s, self.settings.robots_token)
+                if cached is not None:
+                    self.set_robots(h, cached)
+                self._by_key[key] = h  # published complete, robots included
         return h
 
     def set_robots(self, h: Host, rules: RobotsRules) -> None:
