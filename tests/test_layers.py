@@ -68,3 +68,21 @@ def test_the_check_sees_a_back_arrow(tmp_path, monkeypatch):
     (pkg / "bad.py").write_text("def f():\n    from spark_jobs import generate\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     assert _violations("recrawl") == ["recrawl/bad.py:2 imports spark_jobs"]
+
+
+# Jobs tested in another file, and by which test there.
+TESTED_ELSEWHERE = {  # parse runs captures; the replay tests read the captures table
+    "captures": ("test_replay.py", "test_captures_have_url_index_columns"),
+}
+
+
+def test_every_job_has_its_test_file():
+    tests = ROOT / "tests" / "spark_jobs"
+    missing = []
+    for job in sorted(p.stem for p in (ROOT / "spark_jobs").glob("*.py")):
+        if job in ("__init__", "common") or (tests / f"test_{job}.py").exists():
+            continue
+        where = TESTED_ELSEWHERE.get(job)
+        if where is None or f"def {where[1]}" not in (tests / where[0]).read_text():
+            missing.append(job)
+    assert missing == []

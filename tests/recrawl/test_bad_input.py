@@ -1,7 +1,7 @@
 """Bad input is refused clearly: one line naming the problem and what to do, exit code 2, no
 data touched. (Unknown/mistyped config keys, missing Java, missing jars and bad dates are in
 tests/app/test_cli.py and test_config.py; seed-file line errors in
-tests/spark_jobs/test_step_logic.py.)"""
+tests/spark_jobs/test_inject.py.)"""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
-"""updatedb's SQL forms of per-URL Python helpers give the helpers' exact results."""
+"""updatedb's URL shapes (trap detection): the Python rule, and its SQL form giving the same
+results. (The MERGE's rules: test_crawldb_rules.py; the round: test_round_e2e.py.)"""
 
 from __future__ import annotations
 
 import pytest
 
 from spark_jobs.updatedb import url_shape, url_shape_sql
-
-pytestmark = pytest.mark.spark
 
 URLS = [
     "http://t/cal/2026/11",
@@ -21,6 +20,13 @@ URLS = [
 ]
 
 
+def test_url_shape_collapses_calendars_and_session_ids():
+    assert url_shape("http://t/cal/2026/11") == url_shape("http://t/cal/2031/02")
+    assert url_shape("http://t/s?id=1&b=2") == url_shape("http://t/s?b=9&id=7")
+    assert url_shape("http://t/a/b") != url_shape("http://t/a/c")
+
+
+@pytest.mark.spark
 def test_url_shape_sql_matches_url_shape(spark):
     from pyspark.sql import functions as F
 

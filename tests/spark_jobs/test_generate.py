@@ -1,13 +1,8 @@
-"""Pure per-step logic of the Spark jobs, tested without Spark."""
-
-import pytest
+"""generate's pure parts, without Spark: the per-host cap, packing hosts into fetch
+partitions, open rounds' marks, partition offsets. (The round on Spark: test_generate_*.py.)"""
 
 from recrawl.crawldb_rules import per_host_cap
-from recrawl.rounds import BadInput
-from recrawl.urlnorm import DEFAULT_RULES
 from spark_jobs.generate import pack_hosts
-from spark_jobs.inject import read_seeds
-from spark_jobs.updatedb import url_shape
 
 
 def test_per_host_cap_follows_budget_over_delay():
@@ -33,31 +28,6 @@ def test_pack_hosts_deterministic_and_handles_empty():
     loads = [(f"h{i}", float(i % 3 + 1)) for i in range(20)]
     assert pack_hosts(loads, 3) == pack_hosts(list(reversed(loads)), 3)
     assert pack_hosts([], 4) == {}
-
-
-def test_read_seeds_reports_line_numbers_and_dedupes(tmp_path):
-    f = tmp_path / "seeds.txt"
-    f.write_bytes(
-        b"# comment\n\nhttp://Example.com:80/a/../b#x\nhttp://example.com/b\n"
-        b"ftp://x/\n   \njavascript:alert(1)\nhttps://b.test/\tnutch.score=1\n\xff\xfe\n"
-    )
-    seeds = read_seeds(f, DEFAULT_RULES)
-    assert seeds.urls == ["http://example.com/b", "https://b.test/"]
-    assert [(n, reason.split()[0]) for n, _, reason in seeds.invalid] == [
-        (5, "unsupported"), (7, "unsupported"), (9, "not"),
-    ]
-    assert seeds.lines == 9
-
-
-def test_read_seeds_missing_file_is_a_clear_error(tmp_path):
-    with pytest.raises(BadInput, match="not found"):
-        read_seeds(tmp_path / "nope.txt", DEFAULT_RULES)
-
-
-def test_url_shape_collapses_calendars_and_session_ids():
-    assert url_shape("http://t/cal/2026/11") == url_shape("http://t/cal/2031/02")
-    assert url_shape("http://t/s?id=1&b=2") == url_shape("http://t/s?b=9&id=7")
-    assert url_shape("http://t/a/b") != url_shape("http://t/a/c")
 
 
 def test_open_rounds_are_generated_not_applied_and_unexpired():

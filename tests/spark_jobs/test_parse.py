@@ -1,0 +1,74 @@
+"""parse's per-partition work (`parse_rows`), without Spark: records read back from a WARC by
+offset become `pages` rows with text, fingerprints and outlinks; sitemaps give their URLs;
+a nofollow page gives none; an identical-payload revisit is not parsed again. (Corrupt and
+missing WARCs: tests/recrawl/test_bad_input.py.)"""
+
+from __future__ import annotations
+
+import io
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from spark_jobs.common import filter_rules, norm_rules
+from spark_jobs.parse import parse_rows
+from tests.conftest import make_config
+
+PAGE = (b"<html><head><title>Tides</title></head><body><p>" + b"The tide tables of the bay. " * 40
+        + b'<a href="/b?utm_source=x">next</a> <a href="http://other.test/c">other</a>'
+          b" <a href=\"mailto:x@a.test\">mail</a></p></body></html>")
+NOFOLLOW = (b'<html><head><meta name="robots" content="nofollow"></head><body><p>'
+            + b"Words here. " * 40 + b'<a href="/hidden">h</a></p></body></html>')
+SITEMAP = (b'<?xml version="1.0" encoding="UTF-8"?>'
+           b'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+           b"<url><loc>http://a.test/s1</loc></url><url><loc>http://a.test/s2</loc></url>"
+           b"</urlset>")
+
+
+def _write(path) -> dict[str, int]:
+    """One WARC with three responses and a revisit; the offset of each record by URL."""
+    with open(path, "wb") as fh:
+        w = WARCWriter(fh, gzip=True, warc_version="1.1")
+        for url, body, ctype in (("http://a.test/a", PAGE, "text/html; charset=utf-8"),
+                                 ("http://a.test/nf", NOFOLLOW, "text/html"),
+                                 ("http://a.test/sitemap.xml", SITEMAP, "application/xml")):
+            http = StatusAndHeaders("200 OK", [("Content-Type", ctype)], protocol="HTTP/1.1")
+            w.write_record(w.create_warc_record(url, "response", payload=io.BytesIO(body),
+                                                http_headers=http))
+        revisit = w.create_revisit_record("http://a.test/same", "sha1:AAAA",
+                                          "http://a.test/same", "20260101000000")
+        w.write_record(revisit)
+    with open(path, "rb") as fh:
+        it = ArchiveIterator(fh)
+        return {r.rec_headers.get_header("WARC-Target-URI"): it.get_record_offset() for r in it}
+
+
+def test_records_become_pages_with_text_fingerprints_and_filtered_outlinks(tmp_path):
+    cfg = make_config(tmp_path / "home")
+    opts = {"max_bytes": 1 << 20, "extract_text": True, "norm_rules": norm_rules(cfg),
+            "filter_rules": filter_rules(cfg), "max_outlinks": 100, "max_sitemap_urls": 100}
+    warc = tmp_path / "r.warc.gz"
+    offsets = _write(warc)
+    rows = [{"round_id": "r1", "url": url, "final_url": None, "content_type": None,
+             "warc_file": str(warc), "warc_offset": off, "payload_digest": f"d{i}"}
+            for i, (url, off) in enumerate(offsets.items())]
+    out = {r["url"]: r for r in parse_rows(rows, opts)}
+
+    assert "http://a.test/same" not in out  # a revisit: the page did not change
+    page = out["http://a.test/a"]
+    assert page["parse_error"] is None and page["title"] == "Tides"
+    assert "tide tables" in page["text"] and page["text_len"] == len(page["text"])
+    assert page["content_hash"] and isinstance(page["simhash"], int)
+    assert page["payload_digest"] == "d0" and page["warc_offset"] == offsets["http://a.test/a"]
+    dsts = {link["dst_url"] for link in page["links"]}
+    # relative links resolved and normalized (tracking parameter dropped); mailto: filtered
+    assert dsts == {"http://a.test/b", "http://other.test/c"}
+    assert page["outlink_count"] == 2
+
+    nofollow = out["http://a.test/nf"]
+    assert nofollow["links"] == [] and nofollow["outlink_count"] == 0 and nofollow["text_len"] > 0
+
+    sitemap = out["http://a.test/sitemap.xml"]
+    assert [(link["dst_url"], link["kind"]) for link in sitemap["links"]] == [
+        ("http://a.test/s1", "sitemap"), ("http://a.test/s2", "sitemap")]
