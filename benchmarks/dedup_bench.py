@@ -9,7 +9,7 @@
    (computed exactly per group). Two unrelated random fingerprints are within 3 bits with
    probability 4.4e-15, so accidental pairs are ~0.001 expected at 1M and the planted pairs
    are the whole truth. Both engines see the same data:
-     spark         spark_jobs.dedup.near_duplicate_pairs_df (what the dedup job runs), every
+     spark         recrawl.nearjoin.near_duplicate_pairs_df (what the dedup job runs), every
                    page "new", local[*]; time from the cached input to the counted pairs.
      SimhashIndex  simhash.SimhashIndex(k=3) (4 blocks of 16 bits), built and queried for
                    every page, in a child process so its memory is its own. Sizes above
@@ -97,7 +97,7 @@ def run_spark(spark, fps: list[int], layout: str, max_bucket: int, workdir: str)
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from spark_jobs.dedup import near_duplicate_pairs_df
+    from recrawl.nearjoin import near_duplicate_pairs_df
 
     path = os.path.join(workdir, f"fps-{len(fps)}.csv")
     with open(path, "w") as fh:

@@ -1,8 +1,9 @@
 """Content fingerprints: exact hashes, 64-bit SimHash, and the block keys of the near-dup join.
 
 Owns the pure, per-record logic of the dedup step (docs/design.md step 5): the parse job calls
-`text_hash` / `simhash64` per page, the dedup job explodes `block_keys` and joins on them, and
-`bucket_pairs` is the kernel it runs inside one join bucket. No Spark import here.
+`text_hash` / `simhash64` per page, the dedup job's block join (recrawl.nearjoin) builds
+`block_keys` as Spark columns and joins on them, and `bucket_pairs` is what it computes inside
+one join bucket. No Spark import here.
 
 SimHash (Charikar, STOC 2002) maps a weighted feature set to a 64-bit fingerprint whose
 Hamming distance tracks the cosine distance of the feature vectors. Manku, Jain & Das Sarma

@@ -1,8 +1,9 @@
 """`crawler report`: one self-contained HTML page about the crawl, charts drawn as inline SVG.
 
-The numbers come from `recrawl.analytics` over the DuckDB fast path (no JVM); the page embeds
-its CSS and SVG, references nothing outside itself and runs no script, so it can be mailed,
-archived next to the crawl or opened offline. Every chart is followed by its numbers as a table.
+The numbers come from `recrawl.analytics` over the DuckDB fast path (no JVM), the series and
+colours from `recrawl.charts` (the notebooks' plots use the same); the page embeds its CSS and
+SVG, references nothing outside itself and runs no script, so it can be mailed, archived next
+to the crawl or opened offline. Every chart is followed by its numbers as a table.
 
 Everything that came from the web (URLs, titles, host names) is HTML-escaped: a page title is
 attacker-controlled text. Bars carry `data-series` / `data-category` / `data-value` attributes
@@ -17,7 +18,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from recrawl import analytics
+from recrawl import analytics, charts
 from recrawl.config import Config
 from recrawl.crawldb_rules import FETCH_STATUSES
 
@@ -187,7 +188,7 @@ def bar_chart(
         parts.append(f'<line class="axis" x1="{x0}" y1="{y0 + plot_h}" x2="{x0 + plot_w}" '
                      f'y2="{y0 + plot_h}"/>')
     legend = "".join(
-        f'<li><span class="swatch" style="background:{analytics.color(name, i)}"></span>{esc(name)}</li>'
+        f'<li><span class="swatch" style="background:{charts.color(name, i)}"></span>{esc(name)}</li>'
         for i, (name, _) in enumerate(series)
     ) if n_series > 1 else ""
     svg = (f'<svg class="bars" viewBox="0 0 {width} {height}" width="100%" '
@@ -200,7 +201,7 @@ def _rect(series: str, category: str, value: float, unit: str, x, y, w, h, i: in
     shown = _fmt(int(value) if value == int(value) else value)
     return (f'<rect class="bar" data-series="{esc(series)}" data-category="{esc(category)}" '
             f'data-value="{esc(shown)}" x="{x:.1f}" y="{y:.1f}" width="{max(w, 0):.1f}" '
-            f'height="{max(h, 0):.1f}" fill="{analytics.color(series, i)}"><title>{esc(category)} · '
+            f'height="{max(h, 0):.1f}" fill="{charts.color(series, i)}"><title>{esc(category)} · '
             f'{esc(series)}: {esc(shown)}{esc(unit)}</title></rect>')
 
 
@@ -294,7 +295,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                                            ("new_urls", "new URLs"), ("duplicates", "duplicates")],
                                   "table-rounds")),
     ))
-    cats, series = analytics.pivot(status_rows, "round_id", "fetch_status", "n", FETCH_STATUSES)
+    cats, series = charts.pivot(status_rows, "round_id", "fetch_status", "n", FETCH_STATUSES)
     sections.append(_section(
         "fetch-status", "Fetch statuses per round",
         "What every fetch attempt ended as. <code>retry_later</code> is a host pushing back "
@@ -327,7 +328,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                                         ("changed", "changed"), ("unchanged", "unchanged"),
                                         ("discovered", "URLs discovered")])),
     ))
-    dcats, dseries = analytics.pivot(dups, "round_id", "kind", "n", ("exact", "near"))
+    dcats, dseries = charts.pivot(dups, "round_id", "kind", "n", ("exact", "near"))
     sections.append(_section(
         "duplicates", "Duplicates",
         "URLs found to duplicate another page in each round: exact (same content hash) and "
@@ -348,7 +349,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                                           ("unfetched", "unfetched"), ("other", "other"),
                                           ("host_rank", "host rank"), ("trap", "trap")])),
     ))
-    mcats, mseries = analytics.pivot(mix, "host", "fetch_status", "n", FETCH_STATUSES)
+    mcats, mseries = charts.pivot(mix, "host", "fetch_status", "n", FETCH_STATUSES)
     sections.append(_section(
         "status-mix", "Fetch status mix per host", "All rounds, the same hosts' fetch attempts.",
         bar_chart("chart-status-mix", mcats, mseries, horizontal=True, why=_NO_FETCH),

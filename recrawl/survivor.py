@@ -3,7 +3,8 @@
 Nutch's DeduplicationJob.DedupReducer walks `deduplication.compare.order` (score, fetchTime,
 httpsOverHttp, urlLength) and the first criterion that differs decides. We express the same
 idea as a sort key (smaller is better) so that a Python caller takes `min()` and a Spark job
-gets the equivalent `orderBy` from `spark_order_columns` for a `row_number()` window.
+gets the equivalent `orderBy` from `spark_order_columns` for a `row_number()` window, or one
+struct column from `rank_key_column` that compares in the same order (min() per group).
 
 A candidate is a mapping (dict or pyspark Row) with these fields (CANDIDATE_FIELDS):
   url        - normalized URL (required)
@@ -167,3 +168,28 @@ def spark_order_columns(order: str | Iterable[str] = DEFAULT_ORDER) -> list[tupl
     cols = [(_SPARK_EXPR[name], _DESCENDING[name]) for name in validate_order(order)]
     cols.append(("url", False))
     return cols
+
+
+def rank_key_column(order):
+    """A struct that sorts ascending in survivor order: smaller wins, as with `sort_key`.
+
+    Built from `spark_order_columns`, one (is_null, value) field per criterion with the value
+    negated for descending ones, so that nulls lose in both directions as in the Python key;
+    the URL ends it, which makes it a total order. Criteria columns must be numeric (times as
+    epoch micros). Comparing two such structs orients a pair without a global sort.
+    """
+    from pyspark.sql import functions as F  # lazy: the comparator is used without pyspark
+
+    fields = []
+    for i, (expr, desc) in enumerate(spark_order_columns(order)):
+        if expr == "url":
+            fields.append(F.col("url").alias("url"))
+            continue
+        v = F.expr(expr)
+        fields.append(
+            F.struct(
+                v.isNull().alias("missing"),
+                F.coalesce(-v if desc else v, F.lit(0)).alias("v"),
+            ).alias(f"c{i}")
+        )
+    return F.struct(*fields)
