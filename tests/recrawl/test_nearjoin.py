@@ -7,20 +7,11 @@ import random
 
 import pytest
 
-from recrawl.fingerprint import near_duplicate_pairs, to_signed64
+from recrawl.fingerprint import near_duplicate_pairs
 from recrawl.nearjoin import near_duplicate_pairs_df
+from tests.spark_jobs.test_dedup import flip, fp
 
 pytestmark = pytest.mark.spark
-
-
-def fp(x: int) -> int:
-    return to_signed64(x)
-
-
-def flip(x: int, *bits: int) -> int:
-    for b in bits:
-        x ^= 1 << b
-    return x
 
 
 def test_near_duplicate_pairs_df_matches_the_reference(spark):
