@@ -130,11 +130,13 @@ class AirflowStack:
         out = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns?limit=100&order_by=run_after")
         return out["dag_runs"]
 
-    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+    def task_instances(self, dag_id: str, run_id: str, missing_ok: bool = False) -> list[dict] | None:
+        """A run's task instances; None for a run that does not exist when `missing_ok`."""
         from urllib.parse import quote
 
-        out = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances?limit=100")
-        return out["task_instances"]
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances?limit=100"
+        out = self.api("GET", path, ok=(200, 404) if missing_ok else (200,))
+        return out["task_instances"] if "task_instances" in out else None
 
     def alive(self) -> None:
         """Fail at once when a component died (instead of waiting for a timeout)."""

@@ -189,17 +189,21 @@ def _wait_until_pagerank_settles(stack: AirflowStack, quiet_s: float = 90.0) -> 
 
 
 def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dict, tuple[dict, dict]]:
-    """The same days again, as a backfill that reprocesses completed runs (the form's "All Runs")."""
+    """The same days again, as a backfill that reprocesses completed runs (the form's "All Runs").
+
+    A re-run is told from the first run by its `queued_at` (clearing a run sets it anew), per
+    logical date, not by run id: on SQLite a creation that meets the scheduler's write lock
+    answers 503 and Airflow's clean-up deletes the runs it had already cleared (DagRun rows with
+    the new backfill id), so the retried creation makes them again under the same run id; in
+    between, the run is gone (CI saw a 404 for it).
+    """
     bid = backfill["id"]
     stack.wait_for("the first backfill to be marked complete",
                    lambda: stack.api("GET", f"/api/v2/backfills/{bid}")["completed_at"], WAIT)
     _wait_until_pagerank_settles(stack)
     before = _delta_commits(cfg)
-    tries = {}
-    for r in stack.dag_runs("crawl_cycle"):
-        if r["run_type"] == "backfill":
-            check = [t for t in stack.task_instances("crawl_cycle", r["dag_run_id"]) if t["task_id"] == "check_round"]
-            tries[r["dag_run_id"]] = check[0]["try_number"]
+    queued = {r["logical_date"]: _when(r["queued_at"]) for r in stack.dag_runs("crawl_cycle")
+              if r["run_type"] == "backfill"}
     stack.create_backfill({
         "dag_id": "crawl_cycle", "from_date": backfill["from_date"], "to_date": backfill["to_date"],
         "run_backwards": False, "dag_run_conf": backfill["dag_run_conf"], "reprocess_behavior": "completed",
@@ -207,13 +211,16 @@ def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dic
     })
 
     def done():
+        runs = {r["logical_date"]: r for r in stack.dag_runs("crawl_cycle")}
         out = {}
-        for run_id, tried in tries.items():
-            tis = stack.task_instances("crawl_cycle", run_id)
-            check = next(t for t in tis if t["task_id"] == "check_round")
-            if check["try_number"] <= tried or any(t["state"] not in TI_DONE for t in tis):
+        for day, first in queued.items():
+            run = runs.get(day)
+            if run is None or run["state"] not in TERMINAL or (_when(run["queued_at"]) or first) <= first:
                 return None
-            out[run_id] = {t["task_id"]: t["state"] for t in tis}
+            tis = stack.task_instances("crawl_cycle", run["dag_run_id"], missing_ok=True)
+            if not tis or any(t["state"] not in TI_DONE for t in tis):
+                return None
+            out[run["dag_run_id"]] = {t["task_id"]: t["state"] for t in tis}
         return out
 
     rerun = stack.wait_for("the re-run of the completed days", done, WAIT)
