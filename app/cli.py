@@ -18,6 +18,7 @@ from recrawl.config import Config, ConfigError, load_config
 from recrawl.rounds import STEPS, BadInput, check_round_id, parse_date, record_step, round_id_for
 
 STEP_VERBS = STEPS  # each step is also a verb
+ROUND_INCOMPLETE = 3  # `crawler round --check`'s exit code for a round with steps left
 WRITING_VERBS = ("init", "inject", *STEP_VERBS, "round", "pagerank", "maintenance")
 
 
@@ -73,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
     _round_args(rnd)
     rnd.add_argument("--redo", action="store_true",
                      help="run every step again, even those the rounds table records as done")
+    rnd.add_argument("--check", action="store_true",
+                     help="crawl nothing: exit 0 when the round has done every step, "
+                          f"{ROUND_INCOMPLETE} when not (no JVM on a local crawl home)")
     pr = add("pagerank", help="compute PageRank over the link graph into scores")
     pr.add_argument("--date", help="logical date (default: today, UTC)")
     mt = add("maintenance", help="WARC retention, OPTIMIZE (crawldb Z-ordered by host), VACUUM")
@@ -168,7 +172,9 @@ def _validate(args: argparse.Namespace, cfg: Config) -> None:
 
         maintenance.check_args(tuple(args.step or maintenance.STEPS), args.retain_hours,
                                args.warc_retention_days)
-    if args.verb in WRITING_VERBS:
+    if getattr(args, "check", False) and args.redo:
+        raise BadInput("--check and --redo: a check crawls nothing, so --redo has no meaning")
+    if args.verb in WRITING_VERBS and not getattr(args, "check", False):
         from recrawl.spark import check_environment
 
         check_environment(cfg)  # missing Java or jars: said before the crawl home is touched
@@ -177,6 +183,8 @@ def _validate(args: argparse.Namespace, cfg: Config) -> None:
 def _cmd(args: argparse.Namespace) -> int:
     cfg = _config(args)
     _validate(args, cfg)
+    if args.verb == "round" and args.check:
+        return _check_round(cfg, args.round_id)
     if args.verb in WRITING_VERBS:
         from recrawl.lock import crawl_lock
 
@@ -194,6 +202,39 @@ def steps_done(spark, cfg: Config, round_id: str) -> list[str]:
     rows = read(spark, cfg, "rounds").where(
         f"round_id = {sql_str(round_id)}").select("steps_done").collect()
     return list(rows[0]["steps_done"] or []) if rows else []
+
+
+def _steps_done_fast(cfg: Config, round_id: str) -> list[str] | None:
+    """steps_done read with DuckDB (no JVM); None when only Spark can tell."""
+    from recrawl import fastsql
+    from recrawl.tables import sql_str
+
+    if fastsql.fast_path_reason(cfg, "SELECT 1") is not None:
+        return None
+    try:
+        con = fastsql.connect(cfg, ["rounds"])
+        if "rounds" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}:
+            return []  # no round ran yet
+        row = con.execute(f"SELECT steps_done FROM rounds WHERE round_id = {sql_str(round_id)}").fetchone()
+    except fastsql.NeedsSpark:
+        return None
+    return list(row[0] or []) if row else []
+
+
+def _check_round(cfg: Config, round_id: str) -> int:
+    """`crawler round --check`: the resume test of `crawler round`, answering by exit code."""
+    done = _steps_done_fast(cfg, round_id)
+    if done is None:
+        from recrawl.spark import get_spark
+
+        done = steps_done(get_spark(cfg), cfg, round_id)
+    start = resume_from(done)
+    if start == len(STEP_VERBS):
+        print(f"round {round_id}: complete (every step done)")
+        return 0
+    print(f"round {round_id}: not complete, next step {STEP_VERBS[start]} "
+          f"(done: {', '.join(s for s in STEP_VERBS if s in done) or 'none'})")
+    return ROUND_INCOMPLETE
 
 
 def resume_from(done: Sequence[str]) -> int:

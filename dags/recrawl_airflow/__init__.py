@@ -156,25 +156,19 @@ def round_complete_check(date: str, settings: Iterable[str], force: bool) -> str
     Re-running generate after updatedb and schedule would pick the URLs discovered by the round
     itself (they are due now), so a second run of a completed date would crawl more, not the same.
     Skipping a completed round is what makes re-runs and backfills over done days change nothing.
+    The test is the CLI's own (`crawler round --check`: the resume test of `crawler round`,
+    read with DuckDB on a local crawl home, no JVM): exit 0 complete, 3 not complete.
     """
     if force:
         return f"echo 'force=true: crawling the round of {date} whatever its state'"
-    # array_contains per step: the same SQL on DuckDB and Spark, so `crawler sql` (auto)
-    # answers on a local crawl home without starting a JVM.
-    done = " AND ".join(f"array_contains(steps_done, '{s}')" for s in STEPS)
-    query = f"SELECT count(*) AS complete FROM rounds WHERE logical_date = DATE'{date}' AND {done}"
-    lines, command = _crawler_shell(["sql", query, "--format", "csv"], settings)
+    lines, command = _crawler_shell(["round", "--date", date, "--check"], settings)
     return _script([
         *lines,
-        f"complete=$({command} | tail -n 1 | tr -d '\\r')",
-        'case "$complete" in',
-        f'  0) echo "round of {date} not completed yet: crawling it" ;;',
-        f'  1) echo "round of {date} already completed every step: skipping '
-        '(trigger with force=true to crawl it again)"',
-        "     exit 99 ;;",
-        f'  *) echo "cannot tell whether the round of {date} completed (crawler sql printed '
-        "'$complete')\" >&2",
-        "     exit 1 ;;",
+        f"rc=0; {command} || rc=$?",
+        'case "$rc" in',
+        "  0) echo 'skipping: the round is complete (trigger with force=true to crawl it again)'; exit 99 ;;",
+        "  3) echo 'crawling it' ;;",
+        f'  *) echo "cannot tell whether the round of {date} completed (exit $rc)" >&2; exit 1 ;;',
         "esac",
     ])
 

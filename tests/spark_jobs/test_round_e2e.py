@@ -153,6 +153,26 @@ def test_rounds_table_records_every_step(spark, crawl):
         assert rows[rid]["counts"]["generate.generated"] > 0
 
 
+def test_round_check_answers_from_the_rounds_table_without_a_jvm(crawl, tmp_path):
+    # `crawler round --check` is the DAG's check_round: 0 for a complete round, 3 otherwise
+    def check(home, date):
+        env = {"RECRAWL_CRAWL__HOME": str(home), "JAVA_HOME": "/nonexistent",
+               "PATH": "/usr/bin:/bin"}  # no java: a JVM start would fail the command
+        return subprocess.run([sys.executable, "-m", "app.cli", "round", "--date", date, "--check"],
+                              capture_output=True, text=True, env=env, timeout=120)
+
+    done = check(crawl["cfg"].home, START)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "complete" in done.stdout
+    later = (parse_date(START) + dt.timedelta(days=ROUNDS)).strftime("%Y-%m-%d")
+    missing = check(crawl["cfg"].home, later)  # a day never crawled
+    assert missing.returncode == 3, missing.stdout + missing.stderr
+    assert "next step generate (done: none)" in missing.stdout
+    empty = check(tmp_path / "nothing-here", START)  # no crawl home yet
+    assert empty.returncode == 3, empty.stdout + empty.stderr
+    assert not (tmp_path / "nothing-here").exists()  # a check writes nothing
+
+
 def test_rerunning_steps_leaves_tables_unchanged(spark, crawl):
     from app.cli import run_step
 
