@@ -205,9 +205,8 @@ def steps_done(spark, cfg: Config, round_id: str) -> list[str]:
 
 
 def _steps_done_fast(cfg: Config, round_id: str) -> list[str] | None:
-    """steps_done read with DuckDB (no JVM); None when only Spark can tell."""
+    """steps_done read with DuckDB (no JVM, no pyspark); None when only Spark can tell."""
     from recrawl import fastsql
-    from recrawl.tables import sql_str
 
     if fastsql.fast_path_reason(cfg, "SELECT 1") is not None:
         return None
@@ -215,7 +214,7 @@ def _steps_done_fast(cfg: Config, round_id: str) -> list[str] | None:
         con = fastsql.connect(cfg, ["rounds"])
         if "rounds" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}:
             return []  # no round ran yet
-        row = con.execute(f"SELECT steps_done FROM rounds WHERE round_id = {sql_str(round_id)}").fetchone()
+        row = con.execute("SELECT steps_done FROM rounds WHERE round_id = ?", [round_id]).fetchone()
     except fastsql.NeedsSpark:
         return None
     return list(row[0] or []) if row else []
