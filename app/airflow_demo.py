@@ -23,6 +23,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -30,7 +31,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from app.demo import demo_config, summary
 from recrawl.config import PROJECT_ROOT, Config, load_config
+from recrawl.spark import get_spark
 
 ROOT = PROJECT_ROOT
 # DAG params that size a round, and the configuration keys they set (dags/recrawl_airflow).
@@ -116,9 +119,9 @@ def step_lines(log: Path) -> list[str]:
 
 def audit(log_file: Path, sites: int, pages: int, cfg: Config) -> tuple[int, list[str], list[str]]:
     """Server-side politeness and robots violations in simweb's request log."""
-    from simweb.audit import politeness_violations, robots_violations
-    from simweb.site import World
-    from simweb.truth import Truth
+    from simweb.audit import politeness_violations, robots_violations  # lazy: heavy (simweb: numpy, simhash)
+    from simweb.site import World  # lazy: heavy (simweb: numpy, simhash)
+    from simweb.truth import Truth  # lazy: heavy (simweb: numpy, simhash)
 
     truth = Truth(World(42, sites, pages), lambda: 0)
     with open(log_file, encoding="utf-8") as f:
@@ -150,13 +153,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from app.demo import demo_config
-    from simweb.web import control  # the demo's simulated web (an app's concern, not the core's)
+    from simweb.web import control  # lazy: heavy (simweb: numpy, simhash)
 
     args = parser().parse_args(argv)
-
-    import shutil
-
     home = (ROOT / args.home).resolve() if not Path(args.home).is_absolute() else Path(args.home)
     shutil.rmtree(home, ignore_errors=True)
     (home / "logs").mkdir(parents=True)
@@ -209,9 +208,6 @@ def main(argv: list[str] | None = None) -> int:
         web.terminate()
         web.wait(timeout=30)
 
-    from app.demo import summary
-    from recrawl.spark import get_spark
-
     print()
     spark = get_spark(cfg, "recrawl-demo-summary")
     for line in summary(spark, cfg):
@@ -222,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     for v in (pv + rv)[:10]:
         print("  ", v)
     rel = os.path.relpath(home, ROOT)
-    from app.replay import build_collection
+    from app.replay import build_collection  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
 
     coll = build_collection(cfg)
     print(f"pywb collection: {coll.warcs} WARC files of {coll.rounds} rounds")

@@ -14,8 +14,11 @@ import json
 import sys
 from collections.abc import Sequence
 
-from recrawl.config import Config, ConfigError, load_config
+from recrawl.config import Config, ConfigError, _parse_env_value, load_config
 from recrawl.rounds import STEPS, BadInput, check_round_id, parse_date, record_step, round_id_for
+
+# Only what parsing the command line needs is imported here; each verb imports its own modules
+# (`# lazy:`), so `crawler --help`, `sql`, `report` and `round --check` load no pyspark.
 
 STEP_VERBS = STEPS  # each step is also a verb
 ROUND_INCOMPLETE = 3  # `crawler round --check`'s exit code for a round with steps left
@@ -125,8 +128,6 @@ def _config(args: argparse.Namespace) -> Config:
             if "=" not in item:
                 raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE")
             key, raw = item.split("=", 1)
-            from recrawl.config import _parse_env_value
-
             overrides[key.strip()] = _parse_env_value(raw.strip())
         cfg = cfg.with_overrides(overrides, "--set")
     return cfg
@@ -162,20 +163,20 @@ def _validate(args: argparse.Namespace, cfg: Config) -> None:
     if args.verb in (*STEP_VERBS, "round"):
         args.round_id = check_round_id(args.round_id or round_id_for(cfg, args.logical))
     if args.verb == "inject":
-        from spark_jobs import inject
-        from spark_jobs.common import norm_rules
+        from spark_jobs import inject  # lazy: pyspark (via recrawl.crawldb)
+        from spark_jobs.common import norm_rules  # lazy: keeps crawler startup fast
 
         # a wrong or malformed seed file is refused before a JVM starts
         inject.check_seeds(inject.read_seeds(args.seeds, norm_rules(cfg)), args.seeds)
     if args.verb == "maintenance":
-        from spark_jobs import maintenance
+        from spark_jobs import maintenance  # lazy: keeps crawler startup fast
 
         maintenance.check_args(tuple(args.step or maintenance.STEPS), args.retain_hours,
                                args.warc_retention_days)
     if getattr(args, "check", False) and args.redo:
         raise BadInput("--check and --redo: a check crawls nothing, so --redo has no meaning")
     if args.verb in WRITING_VERBS and not getattr(args, "check", False):
-        from recrawl.spark import check_environment
+        from recrawl.spark import check_environment  # lazy: keeps crawler startup fast
 
         check_environment(cfg)  # missing Java or jars: said before the crawl home is touched
 
@@ -186,7 +187,7 @@ def _cmd(args: argparse.Namespace) -> int:
     if args.verb == "round" and args.check:
         return _check_round(cfg, args.round_id)
     if args.verb in WRITING_VERBS:
-        from recrawl.lock import crawl_lock
+        from recrawl.lock import crawl_lock  # lazy: keeps crawler startup fast
 
         with crawl_lock(cfg.home, args.verb, float(cfg.get("crawl.lock_wait_s"))):
             return _dispatch(args, cfg)
@@ -195,7 +196,7 @@ def _cmd(args: argparse.Namespace) -> int:
 
 def steps_done(spark, cfg: Config, round_id: str) -> list[str]:
     """Steps the rounds table records as done for `round_id` (empty when none)."""
-    from recrawl.tables import read, sql_str, table_exists
+    from recrawl.tables import read, sql_str, table_exists  # lazy: pyspark (via recrawl.tables)
 
     if not table_exists(spark, cfg.table_path("rounds")):
         return []
@@ -205,9 +206,8 @@ def steps_done(spark, cfg: Config, round_id: str) -> list[str]:
 
 
 def _steps_done_fast(cfg: Config, round_id: str) -> list[str] | None:
-    """steps_done read with DuckDB (no JVM); None when only Spark can tell."""
-    from recrawl import fastsql
-    from recrawl.tables import sql_str
+    """steps_done read with DuckDB (no JVM, no pyspark); None when only Spark can tell."""
+    from recrawl import fastsql  # lazy: keeps crawler startup fast
 
     if fastsql.fast_path_reason(cfg, "SELECT 1") is not None:
         return None
@@ -215,7 +215,7 @@ def _steps_done_fast(cfg: Config, round_id: str) -> list[str] | None:
         con = fastsql.connect(cfg, ["rounds"])
         if "rounds" not in {r[0] for r in con.execute("SHOW TABLES").fetchall()}:
             return []  # no round ran yet
-        row = con.execute(f"SELECT steps_done FROM rounds WHERE round_id = {sql_str(round_id)}").fetchone()
+        row = con.execute("SELECT steps_done FROM rounds WHERE round_id = ?", [round_id]).fetchone()
     except fastsql.NeedsSpark:
         return None
     return list(row[0] or []) if row else []
@@ -225,7 +225,7 @@ def _check_round(cfg: Config, round_id: str) -> int:
     """`crawler round --check`: the resume test of `crawler round`, answering by exit code."""
     done = _steps_done_fast(cfg, round_id)
     if done is None:
-        from recrawl.spark import get_spark
+        from recrawl.spark import get_spark  # lazy: keeps crawler startup fast
 
         done = steps_done(get_spark(cfg), cfg, round_id)
     start = resume_from(done)
@@ -246,10 +246,10 @@ def resume_from(done: Sequence[str]) -> int:
 
 
 def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
-    from recrawl.spark import get_spark
+    from recrawl.spark import get_spark  # lazy: keeps crawler startup fast
 
     if args.verb == "init":
-        from recrawl.tables import init_tables
+        from recrawl.tables import init_tables  # lazy: pyspark (via recrawl.tables)
 
         spark = get_spark(cfg)
         created = init_tables(spark, cfg)
@@ -260,7 +260,7 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
     if args.verb == "sql":
         return _sql(args, cfg)
     if args.verb == "report":
-        from recrawl import fastsql, report
+        from recrawl import fastsql, report  # lazy: keeps crawler startup fast
 
         try:
             path = report.write_report(cfg, args.out, top=args.top)
@@ -270,7 +270,7 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
         print(f"report written to {path}")
         return 0
     if args.verb == "replay":
-        from app import replay
+        from app import replay  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
 
         coll = replay.build_collection(cfg)
         if args.build_only:
@@ -279,27 +279,27 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
             return 0
         return replay.serve(coll, args.port)
     if args.verb == "status":
-        from recrawl.sqlshell import print_status
+        from recrawl.sqlshell import print_status  # lazy: keeps crawler startup fast
 
         return print_status(get_spark(cfg, quiet=not args.verbose), cfg)
     if args.verb == "inject":
-        from spark_jobs import inject
+        from spark_jobs import inject  # lazy: pyspark (via recrawl.crawldb)
 
         spark = get_spark(cfg)
-        from recrawl.tables import check_tables
+        from recrawl.tables import check_tables  # lazy: pyspark (via recrawl.tables)
 
         check_tables(spark, cfg, ["crawldb"])
         counts = inject.run(spark, cfg, args.seeds, args.logical)
         _print_counts("inject", counts)
         return 0
     if args.verb == "pagerank":
-        from spark_jobs import pagerank
+        from spark_jobs import pagerank  # lazy: pyspark (via recrawl.crawldb)
 
         counts = pagerank.run(get_spark(cfg), cfg, args.logical)
         _print_counts("pagerank", counts)
         return 0
     if args.verb == "maintenance":
-        from spark_jobs import maintenance
+        from spark_jobs import maintenance  # lazy: keeps crawler startup fast
 
         counts = maintenance.run(
             get_spark(cfg), cfg, args.logical, steps=tuple(args.step or maintenance.STEPS),
@@ -310,7 +310,7 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
     # round steps
     logical, round_id = args.logical, args.round_id
     spark = get_spark(cfg)
-    from recrawl.tables import check_tables
+    from recrawl.tables import check_tables  # lazy: pyspark (via recrawl.tables)
 
     check_tables(spark, cfg)
     verbs = (args.verb,)
@@ -330,7 +330,7 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
 
 def _sql(args: argparse.Namespace, cfg: Config) -> int:
     """`crawler sql`: DuckDB when it can answer (auto, duckdb), Spark otherwise (auto, spark)."""
-    from recrawl import fastsql
+    from recrawl import fastsql  # lazy: keeps crawler startup fast
 
     if not fastsql.split_statements(args.query):
         print("crawler sql: error: no SQL statement given", file=sys.stderr)
@@ -353,8 +353,8 @@ def _sql(args: argparse.Namespace, cfg: Config) -> int:
                 print(f"crawler sql: error: {exc}", file=sys.stderr)
                 return 2
         print(f"crawler sql: using Spark ({reason})", file=sys.stderr)
-    from recrawl.spark import get_spark
-    from recrawl.sqlshell import run_sql
+    from recrawl.spark import get_spark  # lazy: keeps crawler startup fast
+    from recrawl.sqlshell import run_sql  # lazy: keeps crawler startup fast
 
     return run_sql(get_spark(cfg, quiet=not args.verbose), cfg, args.query, args.format,
                    args.limit)
@@ -366,7 +366,7 @@ def _spark_error_line(exc: BaseException) -> str | None:
     a bug whose stack trace is wanted."""
     if "pyspark" not in sys.modules:
         return None
-    from pyspark.errors import PySparkException
+    from pyspark.errors import PySparkException  # lazy: pyspark (loaded already when it matters)
 
     if isinstance(exc, PySparkException):
         text = str(exc).strip()
@@ -381,9 +381,9 @@ def _spark_error_line(exc: BaseException) -> str | None:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from recrawl.lock import LockHeld
-    from recrawl.spark import EnvironmentProblem
-    from recrawl.tables import SchemaMismatch
+    from recrawl.lock import LockHeld  # lazy: keeps crawler startup fast
+    from recrawl.spark import EnvironmentProblem  # lazy: keeps crawler startup fast
+    from recrawl.tables import SchemaMismatch  # lazy: pyspark (via recrawl.tables)
 
     return (ConfigError, EnvironmentProblem, SchemaMismatch, BadInput, FileNotFoundError,
             LockHeld, ValueError)

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import shutil
 import sys
 from pathlib import Path
 
+from app.cli import run_step
 from recrawl.config import Config, load_config
+from recrawl.rounds import STEPS, parse_date, round_id_for
+from recrawl.spark import get_spark
 
 
 def demo_config(home: str | Path, **extra) -> Config:
@@ -44,9 +48,9 @@ def demo_config(home: str | Path, **extra) -> Config:
 
 def summary(spark, cfg: Config) -> list[str]:
     """A short crawl summary from the Delta tables."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import read
+    from recrawl.tables import read  # lazy: pyspark (via recrawl.tables)
 
     lines = []
     rounds = read(spark, cfg, "rounds").orderBy("round_id").collect()
@@ -90,15 +94,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
 
-    import shutil
-
-    from app.cli import run_step
-    from recrawl.rounds import STEPS, parse_date, round_id_for
-    from recrawl.spark import get_spark
-    from recrawl.tables import init_tables
-    from simweb import SimWeb
-    from simweb.audit import politeness_violations, robots_violations
-    from spark_jobs import inject
+    from recrawl.tables import init_tables  # lazy: pyspark (via recrawl.tables)
+    from simweb import SimWeb  # lazy: heavy (simweb: numpy, simhash)
+    from simweb.audit import politeness_violations, robots_violations  # lazy: heavy (simweb: numpy, simhash)
+    from spark_jobs import inject  # lazy: pyspark (via recrawl.crawldb)
 
     home = Path(args.home).resolve()
     shutil.rmtree(home, ignore_errors=True)
@@ -123,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                 counts = run_step(spark, cfg, step, rid, logical)
                 print(f"  {step} {rid}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
         if args.pagerank and args.rounds:
-            from spark_jobs import pagerank
+            from spark_jobs import pagerank  # lazy: pyspark (via recrawl.crawldb)
 
             counts = pagerank.run(spark, cfg, logical)
             print("pagerank: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
@@ -141,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             print("  ", v)
         print(f"tables and WARCs under {home}; try: RECRAWL_CRAWL__HOME={home} "
               f".venv/bin/crawler sql \"SELECT status, count(*) FROM crawl.crawldb GROUP BY 1\"")
-        from app.replay import build_collection
+        from app.replay import build_collection  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
 
         coll = build_collection(cfg)
         print(f"pywb collection: {coll.warcs} WARC files of {coll.rounds} rounds; browse them: "

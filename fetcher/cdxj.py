@@ -22,7 +22,7 @@ RECORDS = "response,revisit"
 
 def index_lines(warc_files: Iterable[str], storage: Storage | None = None) -> list[str]:
     """Sorted CDXJ lines for ``warc_files`` (local paths or ``s3a://`` URIs)."""
-    from cdxj_indexer.main import CDXJIndexer
+    from cdxj_indexer.main import CDXJIndexer  # lazy: heavy (cdxj_indexer loads surt, tldextract)
 
     storage = storage or Storage()
     out = io.StringIO()

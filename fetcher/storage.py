@@ -130,7 +130,7 @@ class Storage:
 
     def _s3fs(self):
         if self._fs is None:
-            import s3fs
+            import s3fs  # lazy: heavy (s3fs, botocore), for s3a:// paths only
 
             self._fs = s3fs.S3FileSystem(**self.s3.s3fs_kwargs())
         return self._fs

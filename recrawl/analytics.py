@@ -481,6 +481,6 @@ def politeness_capacity(con, min_delay_s: float = 1.0, max_crawl_delay_s: float 
 
 def as_frame(records: list[dict]):
     """The rows as a pandas DataFrame (for notebooks; pandas is in the analytics extra)."""
-    import pandas as pd
+    import pandas as pd  # lazy: heavy (pandas, an analytics extra)
 
     return pd.DataFrame.from_records(records)

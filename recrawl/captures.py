@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from urllib.parse import urlsplit
 
+from recrawl.urlnorm import registered_domain
+
 _SIGNATURES = (  # (prefix, type), the WHATWG MIME Sniffing standard's unambiguous ones
     (b"%PDF-", "application/pdf"),
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -62,9 +64,7 @@ def sniff_mime(body: bytes) -> str | None:
 
 def url_fields(url: str) -> dict[str, str | int | None]:
     """SURT key, host, registered domain, TLD, scheme, port, path and query of ``url``."""
-    from surt import surt
-
-    from recrawl.urlnorm import registered_domain
+    from surt import surt  # lazy: heavy (surt loads tldextract)
 
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()

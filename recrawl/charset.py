@@ -10,6 +10,8 @@ from __future__ import annotations
 import codecs
 import re
 
+from charset_normalizer import from_bytes
+
 META_SCAN_BYTES = 4096  # where <meta charset> is looked for (the HTML Standard says 1024)
 DETECT_BYTES = 64 * 1024  # how much of an undeclared body the charset detector reads
 
@@ -172,8 +174,6 @@ def _detect(body: bytes) -> str | None:
         if cut > 0:
             sample = sample[:cut]
     try:
-        from charset_normalizer import from_bytes
-
         matches = list(from_bytes(sample))
     except Exception:
         return None

@@ -73,7 +73,7 @@ def plot_bars(categories: Sequence, series: Sequence[tuple[str, Sequence[float]]
     Returns:
         the matplotlib Axes.
     """
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: heavy (matplotlib, an analytics extra)
 
     if ax is None:
         height = max(3.0, 0.35 * len(categories) + 1.2) if horizontal else 3.6
@@ -107,7 +107,7 @@ def plot_bars(categories: Sequence, series: Sequence[tuple[str, Sequence[float]]
     if len(series) > 1:
         ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     if all(float(v or 0).is_integer() for _, values in series for v in values):
-        from matplotlib.ticker import MaxNLocator
+        from matplotlib.ticker import MaxNLocator  # lazy: heavy (matplotlib)
 
         (ax.xaxis if horizontal else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
     ax.set_title(title)

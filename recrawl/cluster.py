@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import zipfile
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def is_loopback(master: str) -> bool:
 def python_archive(cfg: Config) -> str | None:
     """The archive executors unpack as ./env, or None when their Python already has the
     dependencies (`spark.python_archive = ""`)."""
-    from recrawl.spark import EnvironmentProblem
+    from recrawl.spark import EnvironmentProblem  # lazy: cycle (recrawl.spark imports this module)
 
     value = str(cfg.get("spark.python_archive")).strip()
     if not value:
@@ -84,7 +85,7 @@ def check_shared_home(cfg: Config) -> None:
     path is that machine's private disk. A loopback standalone master counts as shared (its
     workers can only be on this machine), as does a home the operator declares shared (NFS).
     """
-    from recrawl.spark import EnvironmentProblem
+    from recrawl.spark import EnvironmentProblem  # lazy: cycle (recrawl.spark imports this module)
 
     master = str(cfg.get("spark.master"))
     home = str(cfg.get("crawl.home"))
@@ -103,8 +104,6 @@ def cluster_settings(cfg: Config, work_dir: str | Path) -> tuple[dict[str, str],
 
     `work_dir` receives the code zip (a folder living as long as the session).
     """
-    import sys
-
     if is_local(str(cfg.get("spark.master"))):
         return {}, {}
     conf: dict[str, str] = {}
@@ -134,7 +133,7 @@ def executor_id() -> str:
     if env_id:
         return env_id
     try:
-        import psutil
+        import psutil  # lazy: heavy (psutil)
 
         proc = psutil.Process().parent()
         for _ in range(4):

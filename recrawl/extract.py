@@ -63,9 +63,9 @@ def _quiet_extractor_logs() -> None:
 
 def extract_main(text: str, url: str) -> tuple[str | None, str | None]:
     """(main text, publication date) from trafilatura and htmldate, ``None`` when not found."""
-    from htmldate import find_date
-    from trafilatura import bare_extraction
-    from trafilatura.utils import load_html
+    from htmldate import find_date  # lazy: heavy (htmldate)
+    from trafilatura import bare_extraction  # lazy: heavy (trafilatura)
+    from trafilatura.utils import load_html  # lazy: heavy (trafilatura)
 
     _quiet_extractor_logs()
     tree = load_html(text)

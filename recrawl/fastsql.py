@@ -32,6 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from recrawl.config import Config
+from recrawl.sqlshell import emit
 
 # The contract tables (recrawl.schemas.TABLES) named without importing pyspark: on object
 # storage there is no cheap listing, so these are the names probed there.
@@ -201,8 +202,8 @@ def connect(cfg: Config, tables: Iterable[str] | None = None, database=None,
             `allow_empty`) the local crawl home has no tables.
     """
     try:
-        import duckdb
-        from deltalake import DeltaTable
+        import duckdb  # lazy: heavy, optional (the analytics extra)
+        from deltalake import DeltaTable  # lazy: heavy, optional (the analytics extra)
     except ImportError as exc:
         raise NeedsSpark(
             f"the DuckDB fast path needs the analytics extra ({exc.name} is missing): "
@@ -255,7 +256,7 @@ def check(con, statement: str) -> None:
         NeedsSpark: DuckDB does not know the syntax or a function (Spark SQL, most likely).
         FastPathError: any other error (a mistyped table or column...), the same on Spark.
     """
-    import duckdb
+    import duckdb  # lazy: heavy, optional (the analytics extra)
 
     try:
         con.execute(f"PREPARE __recrawl_check AS {statement}")
@@ -269,7 +270,7 @@ def check(con, statement: str) -> None:
 
 def execute(con, query: str):
     """Run `query`; returns (columns, cursor). DuckDB's errors become FastPathError."""
-    import duckdb
+    import duckdb  # lazy: heavy, optional (the analytics extra)
 
     try:
         cur = con.execute(query)
@@ -300,8 +301,6 @@ def run_sql(cfg: Config, query: str, fmt: str = "table", limit: int = 100, out=N
         NeedsSpark: a statement needs Spark (Delta-only syntax, or DuckDB does not know it).
         FastPathError: the fast path cannot answer (bad SQL, no tables, unreadable table).
     """
-    from recrawl.sqlshell import emit
-
     statements = split_statements(query)
     if not statements:
         raise FastPathError("no SQL statement given")

@@ -39,8 +39,8 @@ def pagerank(
     below `tolerance`. networkx stops at N * tol instead, a rule that loosens as the graph grows:
     at 100k vertices and tol 1e-6 it accepts an L1 change of 0.1, after about four iterations.
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    from pyspark import StorageLevel  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     vertices = vertices.select(F.col("id").cast("long")).distinct().persist(StorageLevel.MEMORY_AND_DISK)
     n = vertices.count()
@@ -124,7 +124,7 @@ def _min_label_step(labels, edges):
     """One propagation step: each vertex takes the smallest label among itself and in-neighbours.
 
     Returns (new labels, number of vertices whose label went down)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     incoming = (
         edges.join(labels.select(F.col("id").alias("src"), F.col("label").alias("l")), "src")
@@ -141,7 +141,7 @@ def _min_label_step(labels, edges):
 
 def weakly_connected_components(spark, vertices, edges, *, max_iterations: int = 100) -> ComponentsResult:
     """Components of the graph with edge directions ignored (label = smallest vertex id)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     both = (
         edges.select("src", "dst").union(edges.select(F.col("dst").alias("src"), F.col("src").alias("dst")))
@@ -168,7 +168,7 @@ def strongly_connected_components(
     colour form one component and leave the graph. Vertices left after `max_rounds` get NULL
     (counted in `unresolved`) rather than a wrong answer.
     """
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     remaining = vertices.select("id").distinct().localCheckpoint(eager=True)
     edges = edges.select("src", "dst").where("src != dst").distinct().localCheckpoint(eager=True)

@@ -44,7 +44,7 @@ def lock_path(home: str) -> Path | None:
 
 def _start_time(pid: int) -> float | None:
     try:
-        import psutil
+        import psutil  # lazy: heavy (psutil)
 
         return psutil.Process(pid).create_time()
     except Exception:

@@ -37,7 +37,7 @@ class NearDupJoin:
     @property
     def capped_buckets(self):
         """DataFrame[tbl, key, size, new_members] of the buckets over the cap."""
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # lazy: pyspark
 
         return self.rows.where("capped").groupBy("tbl", "key").agg(
             F.first("size").alias("size"),
@@ -47,7 +47,7 @@ class NearDupJoin:
     @property
     def capped_pages(self):
         """DataFrame[url, is_new, capped_tables]: pages left out of at least one table."""
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # lazy: pyspark
 
         return self.rows.where("capped").groupBy("url", "is_new").agg(
             F.count("*").alias("capped_tables")
@@ -56,7 +56,7 @@ class NearDupJoin:
 
 def block_keys_column(k: int, layout: str):
     """array<struct<tbl:int,key:bigint>> of `simhash`: recrawl.fingerprint.block_keys in SQL."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     return F.array(
         *[
@@ -115,8 +115,8 @@ def near_duplicate_pairs_df(
     Returns:
         NearDupJoin (lazy DataFrames; nothing is computed here).
     """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from pyspark.sql import Window  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     if parse_layout(layout, k).n_tables > 63:  # cmask is one bigint
         raise ValueError(f"layout {layout!r} has more than 63 tables")

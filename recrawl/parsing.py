@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from selectolax.lexbor import LexborHTMLParser
+
 from recrawl import extract
 from recrawl.charset import decode_html
 from recrawl.linkfilter import DEFAULT_FILTER_RULES, LinkFilterRules, filter_reason
@@ -245,8 +247,6 @@ def _parse_into(page: ParsedPage, errors: list[str], body, content_type, url, op
     if cut is not None:
         errors.append(f"nesting deeper than {opts.max_nesting}: parsed the first {cut} chars")
         text = text[:cut]
-
-    from selectolax.lexbor import LexborHTMLParser
 
     tree = LexborHTMLParser(text)
     html_node = tree.css_first("html")

@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from recrawl import analytics, charts
+from recrawl import analytics, charts, fastsql
 from recrawl.config import Config
 from recrawl.crawldb_rules import FETCH_STATUSES
 
@@ -404,8 +404,6 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
 
 def write_report(cfg: Config, out: str | Path, top: int = 15, now: dt.datetime | None = None) -> Path:
     """Write the report for `cfg`'s crawl home to `out`; returns the path written."""
-    from recrawl import fastsql
-
     fastsql.require_tables(cfg)
     con = fastsql.connect(cfg)
     try:

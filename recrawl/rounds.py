@@ -45,12 +45,12 @@ def record_step(
     spark, cfg: Config, round_id: str, logical: dt.datetime, step: str, counts: Mapping[str, int]
 ) -> None:
     """Merge one step's counts into the round's row (re-running a step replaces its counts)."""
-    # Lazy: app/cli imports this module for its DuckDB verbs too, which must not load pyspark
-    # (the schemas and the table API import its types).
+    # lazy: pyspark. app/cli imports this module for its DuckDB verbs too, which must not load
+    # pyspark (the schemas and the table API import its types).
     from pyspark.sql import Row
 
-    from recrawl.schemas import ROUNDS
-    from recrawl.tables import InsertAll, UpdateAll, merge_into, read, sql_str
+    from recrawl.schemas import ROUNDS  # lazy: pyspark (via recrawl.schemas)
+    from recrawl.tables import InsertAll, UpdateAll, merge_into, read, sql_str  # lazy: pyspark (via recrawl.tables)
 
     now = dt.datetime.now(dt.UTC)
     existing = read(spark, cfg, "rounds").where(f"round_id = {sql_str(round_id)}").collect()

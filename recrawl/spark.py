@@ -14,17 +14,22 @@ they do in the images of docker/Dockerfile.
 
 from __future__ import annotations
 
+import atexit
 import glob
+import logging
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from recrawl.cluster import check_shared_home, cluster_settings, is_local, is_loopback, python_archive
 from recrawl.config import PROJECT_ROOT, Config, ConfigError
+from recrawl.lock import note_jvm
 
 SETUP_HINT = "run `bash scripts/setup.sh` (it creates .venv and fetches the jars with Maven)"
 MIN_JAVA = 17
@@ -113,7 +118,7 @@ def submitted_master() -> str | None:
     """
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):
         return None
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf, SparkContext  # lazy: pyspark
 
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM; SparkConf() alone would not
     return SparkConf(_jvm=SparkContext._jvm).get("spark.master", None)
@@ -168,8 +173,6 @@ def set_codegen(spark, cfg: Config) -> bool:
 def check_environment(cfg: Config) -> list[str]:
     """Validate Java, jars and (for a non-local master) the crawl home and the executors'
     environment archive before starting a JVM; returns the jar list."""
-    from recrawl.cluster import check_shared_home, is_local, python_archive
-
     codegen_mode(cfg)
     submitted = submitted_master()
     if submitted:  # the JVM runs already, with spark-submit's jars
@@ -192,8 +195,6 @@ def quiet_spark_logs() -> None:
     PySpark logs every SQL error (with the whole Java stack trace, as one JSON line) before
     raising it; `crawler sql` reports the error itself in one line.
     """
-    import logging
-
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         logging.getLogger(name).disabled = True
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
@@ -205,9 +206,6 @@ def _capture_jvm_stderr():
 
     Returns a function that restores our stderr and returns the log file's path.
     """
-    import atexit
-    import tempfile
-
     fd, path = tempfile.mkstemp(prefix="recrawl-jvm-", suffix=".log")
     sys.stderr.flush()
     saved = os.dup(2)
@@ -232,7 +230,7 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
     are off, so that the caller's one-line messages are all a user sees.
     """
     jars = check_environment(cfg)
-    from pyspark.sql import SparkSession  # heavy import kept out of module import time
+    from pyspark.sql import SparkSession  # lazy: pyspark
 
     submitted = submitted_master()
     builder = SparkSession.builder.appName(app_name or cfg.get("spark.app_name"))
@@ -258,8 +256,6 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
         # Python workers are reused across tasks; fetch tasks are long, keep them alive.
         .config("spark.python.worker.reuse", "true")
     )
-    from recrawl.cluster import cluster_settings, is_local, is_loopback
-
     master = str(cfg.get("spark.master"))
     if is_local(master) or is_loopback(master):
         # Local mode and a loopback cluster talk to this machine only: bind the driver to
@@ -275,9 +271,6 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
     elif not submitted:  # (under spark-submit, its --archives and --py-files did this)
         # Any other master: the executors get the environment archive and the project's code
         # (recrawl/cluster.py); the zip lives as long as this process.
-        import atexit
-        import tempfile
-
         work = tempfile.mkdtemp(prefix="recrawl-submit-")
         atexit.register(shutil.rmtree, work, True)
         conf, env = cluster_settings(cfg, work)
@@ -296,7 +289,7 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
         builder = builder.config(key, value)
     if quiet:
         quiet_spark_logs()
-        from pyspark import SparkContext
+        from pyspark import SparkContext  # lazy: pyspark
 
         if SparkContext._active_spark_context is None:  # a JVM to start: capture its stderr
             restore = _capture_jvm_stderr()
@@ -315,8 +308,6 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
     set_codegen(spark, cfg)
     proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
     if proc is not None:
-        from recrawl.lock import note_jvm
-
         note_jvm(proc.pid)
     return spark
 

@@ -75,8 +75,8 @@ def run_sql(spark, cfg: Config, query: str, fmt: str = "table", limit: int = 100
             out=None) -> int:
     """`crawler sql` on Spark: run every statement of `query` in order, printing each answer
     (a blank line between answers in table and csv format, as on the DuckDB path)."""
-    from recrawl.fastsql import split_statements
-    from recrawl.tables import register_tables
+    from recrawl.fastsql import split_statements  # lazy: cycle (recrawl.fastsql imports emit from here)
+    from recrawl.tables import register_tables  # lazy: pyspark (via recrawl.tables)
 
     statements = split_statements(query)
     if not statements:
@@ -95,8 +95,8 @@ def run_sql(spark, cfg: Config, query: str, fmt: str = "table", limit: int = 100
 
 def print_status(spark, cfg: Config) -> int:
     # pyspark imports stay inside the Spark functions: the DuckDB fast path imports emit().
-    from recrawl.schemas import TABLES
-    from recrawl.tables import read, table_exists
+    from recrawl.schemas import TABLES  # lazy: pyspark (via recrawl.schemas)
+    from recrawl.tables import read, table_exists  # lazy: pyspark (via recrawl.tables)
 
     print(f"crawl home: {cfg.home}")
     rows = []

@@ -178,7 +178,7 @@ def rank_key_column(order):
     the URL ends it, which makes it a total order. Criteria columns must be numeric (times as
     epoch micros). Comparing two such structs orients a pair without a global sort.
     """
-    from pyspark.sql import functions as F  # lazy: the comparator is used without pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark (the comparator is used without it)
 
     fields = []
     for i, (expr, desc) in enumerate(spark_order_columns(order)):

@@ -34,14 +34,14 @@ class SchemaMismatch(RuntimeError):
 
 
 def table_exists(spark, path: str) -> bool:
-    from delta.tables import DeltaTable
+    from delta.tables import DeltaTable  # lazy: delta-spark
 
     return DeltaTable.isDeltaTable(spark, path)
 
 
 def create_table(spark, cfg: Config, spec: TableSpec) -> bool:
     """Create one table if absent; returns True when it was created."""
-    from delta.tables import DeltaTable
+    from delta.tables import DeltaTable  # lazy: delta-spark
 
     path = cfg.table_path(spec.name)
     if table_exists(spark, path):
@@ -143,7 +143,7 @@ def check_tables(spark, cfg: Config, names: Iterable[str] | None = None) -> None
 
 def conform(df, name: str):
     """Select and cast columns into the declared order and types of `name`."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     cols = []
     present = set(df.columns)
@@ -208,7 +208,7 @@ Clause = Update | UpdateAll | Delete | Insert | InsertAll
 
 def merge_into(spark, cfg: Config, name: str, source, on: str, *clauses: Clause) -> None:
     """MERGE `source` (alias `s`) into table `name` (alias `t`) on `on`, one atomic commit."""
-    from delta.tables import DeltaTable
+    from delta.tables import DeltaTable  # lazy: delta-spark
 
     if not clauses:
         raise ValueError("merge_into needs at least one clause")
@@ -232,14 +232,14 @@ def merge_into(spark, cfg: Config, name: str, source, on: str, *clauses: Clause)
 def update_where(spark, cfg: Config, name: str, condition: str, set: Mapping[str, str]) -> None:
     """UPDATE rows of `name` matching `condition` (SQL over its columns); only the files that
     hold such rows are rewritten."""
-    from delta.tables import DeltaTable
+    from delta.tables import DeltaTable  # lazy: delta-spark
 
     DeltaTable.forPath(spark, cfg.table_path(name)).update(condition, dict(set))
 
 
 def delta_table(spark, cfg: Config, name: str):
     """Delta's handle on a table, for housekeeping (OPTIMIZE, VACUUM: spark_jobs/maintenance)."""
-    from delta.tables import DeltaTable
+    from delta.tables import DeltaTable  # lazy: delta-spark
 
     return DeltaTable.forPath(spark, cfg.table_path(name))
 

@@ -450,7 +450,7 @@ def _get_extractor():
     if _extractor is None:
         with _extractor_lock:
             if _extractor is None:
-                import tldextract
+                import tldextract  # lazy: heavy (tldextract loads a suffix list)
 
                 # suffix_list_urls=() and cache_dir=None: only the Public Suffix List snapshot
                 # bundled with the package is read, never the network or a disk cache, so every

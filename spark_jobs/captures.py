@@ -10,16 +10,16 @@ round's rows: a re-run leaves one copy.
 
 from __future__ import annotations
 
+from recrawl.captures import url_fields
 from recrawl.config import Config
 
 
 def run(spark, cfg: Config, round_id: str) -> int:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+    from pyspark.sql import Window  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType  # lazy: pyspark
 
-    from recrawl.captures import url_fields
-    from recrawl.tables import read, replace_round, sql_str
+    from recrawl.tables import read, replace_round, sql_str  # lazy: pyspark (via recrawl.tables)
 
     fetches = read(spark, cfg, "fetches").where(
         f"round_id = {sql_str(round_id)} AND warc_type IS NOT NULL AND warc_file IS NOT NULL")

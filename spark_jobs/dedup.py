@@ -27,6 +27,8 @@ from recrawl.config import Config
 from recrawl.hostdb import flag_traps
 from recrawl.nearjoin import near_duplicate_pairs_df
 from recrawl.survivor import rank_key_column
+from recrawl.tables import read, replace_round, sql_str
+from spark_jobs.common import ts_lit
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
@@ -36,11 +38,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     `dedup.max_bucket`, not joined in their table), capped_pages (new pages in at least one
     of them), trap_hosts.
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from recrawl.tables import read, replace_round, sql_str
-    from spark_jobs.common import ts_lit
+    from pyspark import StorageLevel  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     d = cfg.section("dedup")
     k, layout, cap = int(d["max_distance"]), d["layout"], int(d["max_bucket"])

@@ -26,10 +26,14 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 
+from fetcher import Fetcher, FetchItem, FetchSettings
+from fetcher.cdxj import write_index
 from fetcher.storage import S3Options, Storage
-from recrawl.config import Config
+from recrawl.cluster import executor_id
+from recrawl.config import Config, ConfigError
 from recrawl.hostdb import record_fetch
-from recrawl.tables import InsertAll, UpdateAll, merge_into
+from recrawl.schemas import FETCHES, HOSTS, ROBOTS
+from recrawl.tables import InsertAll, UpdateAll, merge_into, read, replace_round, sql_str
 
 
 def _json_default(value):
@@ -49,11 +53,7 @@ def fetch_partition(
     `resume` (or a retried task or stage attempt) makes every host wait its delay before its
     first request: the earlier attempt's last request times are lost with it (`Fetcher` docs).
     """
-    from pyspark import TaskContext
-
-    from fetcher import Fetcher, FetchItem, FetchSettings
-    from fetcher.storage import Storage
-    from recrawl.cluster import executor_id
+    from pyspark import TaskContext  # lazy: pyspark
 
     rows = list(rows)
     if not rows:
@@ -126,8 +126,6 @@ def _fs_delete(spark, target: str) -> None:
 def earlier_attempt(spark, cfg: Config, round_id: str) -> bool:
     """Whether this round's fetch ran before (killed, crashed or complete): its WARC folder
     has files, its staging folder is left over, or `fetches` has rows for the round."""
-    from recrawl.tables import read, sql_str
-
     jvm = spark._jvm
     for folder in (f"{cfg.home}/staging/fetch/{round_id}",
                    f"{cfg.home}/staging/fetch-started/{round_id}"):  # markers of started tasks
@@ -147,9 +145,7 @@ def recent_fetch_window_s(cfg: Config) -> float:
 
 def recent_fetch(spark, cfg: Config, now: dt.datetime) -> bool:
     """Whether any round's fetch requested a page within `recent_fetch_window_s` before `now`."""
-    from pyspark.sql import functions as F
-
-    from recrawl.tables import read
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     since = now.astimezone(dt.UTC) - dt.timedelta(seconds=recent_fetch_window_s(cfg))
     # fetch_time is wall-clock UTC; Delta's per-file min/max statistics skip old files. The bound
@@ -163,18 +159,13 @@ def check_no_speculation(spark) -> None:
     the same hosts, while the first still runs -- two requests in flight to a host. (A task
     retried after its executor died is different: the first copy is gone, and the retry waits
     every host's delay before its first request.)"""
-    from recrawl.config import ConfigError
-
     if spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
         raise ConfigError("spark.speculation is on: it would fetch a host from two task copies "
                         "at once; turn it off for the crawler (spark.extra)")
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
-    from pyspark.sql import functions as F
-
-    from recrawl.schemas import FETCHES, HOSTS, ROBOTS
-    from recrawl.tables import read, replace_round, sql_str
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     check_no_speculation(spark)
     fl = read(spark, cfg, "fetch_list").where(f"round_id = {sql_str(round_id)}")
@@ -241,8 +232,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     _fs_delete(spark, staging)
     _fs_delete(spark, started_root)
     # The round's CDXJ index next to its WARCs (fetcher.cdxj), rebuilt on every run.
-    from fetcher.cdxj import write_index
-
     _, cdxj_lines = write_index(warc_dir, sorted(referenced), Storage(s3))
     counts = {
         r["fetch_status"]: r["n"]

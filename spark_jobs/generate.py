@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from recrawl.config import Config, ConfigError
 from recrawl.crawldb_rules import is_due_sql, per_host_cap_sql
 from recrawl.schedules import change_probability_sql, discovery_slots
+from spark_jobs.common import naive_utc, ts_lit
 
 
 def priority_sql(mode: str, as_of: str, damping: float, staleness_cap: float) -> str:
@@ -65,11 +66,10 @@ def pack_hosts(loads: Iterable[tuple[str, float]], partitions: int) -> dict[str,
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
+    from pyspark.sql import Window  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import read, replace_round, sql_str
-    from spark_jobs.common import naive_utc, ts_lit
+    from recrawl.tables import read, replace_round, sql_str  # lazy: pyspark (via recrawl.tables)
 
     g, f = cfg.section("generate"), cfg.section("fetcher")
     lookahead = float(g["due_lookahead_days"])
@@ -256,8 +256,8 @@ def first_rows(df, n: int, order: list):
     (`monotonically_increasing_id` counts rows in order within a partition), so the cut needs
     no single partition either.
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    from pyspark import StorageLevel  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     tagged = (
         df.orderBy(*order)
@@ -299,8 +299,7 @@ def live_marks(spark, cfg: Config, round_id: str, expiry: dt.datetime):
     The generation marks live in `fetch_list` + `rounds`, not in crawldb: writing a mark into
     crawldb was a MERGE of the whole round, which rewrote every crawldb file (docs/scale.md).
     """
-    from recrawl.tables import read, sql_str
-    from spark_jobs.common import naive_utc
+    from recrawl.tables import read, sql_str  # lazy: pyspark (via recrawl.tables)
 
     # epoch seconds, not the timestamp: collect() would convert it to the driver's local zone
     rows = read(spark, cfg, "rounds").selectExpr(
@@ -318,9 +317,9 @@ def live_marks(spark, cfg: Config, round_id: str, expiry: dt.datetime):
 
 def _scores_mode(spark, cfg: Config, now: dt.datetime) -> tuple[bool, str]:
     """Use PageRank priorities only when scores exist and are recent enough."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import read
+    from recrawl.tables import read  # lazy: pyspark (via recrawl.tables)
 
     latest = read(spark, cfg, "scores").agg(F.max("computed_at")).first()[0]
     max_age = dt.timedelta(days=cfg.get("generate.max_score_age_days"))

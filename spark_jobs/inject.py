@@ -15,7 +15,10 @@ from recrawl.config import Config
 from recrawl.crawldb import insert_new
 from recrawl.crawldb_rules import new_url_values
 from recrawl.rounds import BadInput
+from recrawl.schemas import CRAWLDB
+from recrawl.tables import conform, read
 from recrawl.urlnorm import NormalizeRules, host_key, try_normalize
+from spark_jobs.common import naive_utc, norm_rules
 
 
 @dataclass
@@ -68,11 +71,6 @@ def check_seeds(seeds: SeedFile, path: str | Path) -> None:
 
 
 def run(spark, cfg: Config, seeds_path: str, logical: dt.datetime) -> dict[str, int]:
-
-    from recrawl.schemas import CRAWLDB
-    from recrawl.tables import conform, read
-    from spark_jobs.common import naive_utc, norm_rules
-
     seeds = read_seeds(seeds_path, norm_rules(cfg))
     check_seeds(seeds, seeds_path)
     for lineno, text, reason in seeds.invalid[:MAX_REPORTED]:
@@ -103,7 +101,7 @@ def run(spark, cfg: Config, seeds_path: str, logical: dt.datetime) -> dict[str, 
 
 
 def _input_schema(full):
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructType  # lazy: pyspark
 
     names = ("url", "host", "depth", "discovered_at", "next_fetch_time", *new_url_values(1.0))
     return StructType([f for f in full.fields if f.name in names])

@@ -24,6 +24,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 
 from recrawl.config import Config
+from recrawl.rounds import BadInput
 
 STEPS = ("warc", "optimize", "vacuum")
 MIN_RETAIN_HOURS = 168.0
@@ -52,8 +53,6 @@ def expired_rounds(
 
 def check_args(steps: Sequence[str], retain_hours: float, warc_retention_days: float) -> None:
     """Refuse bad maintenance arguments (BadInput) before anything runs."""
-    from recrawl.rounds import BadInput
-
     unknown = [s for s in steps if s not in STEPS]
     if unknown:
         raise BadInput(f"unknown maintenance step(s) {', '.join(unknown)}; known: {', '.join(STEPS)}")
@@ -118,7 +117,7 @@ def _count_files(spark, directory: str) -> int:
 
 
 def _warc_retention(spark, cfg: Config, logical: dt.datetime, days: float) -> dict[str, int]:
-    from recrawl.tables import read, sql_str, update_where
+    from recrawl.tables import read, sql_str, update_where  # lazy: pyspark (via recrawl.tables)
 
     cutoff = (logical - dt.timedelta(days=days)).date()
     round_dates = {r["round_id"]: r["logical_date"]
@@ -143,8 +142,8 @@ def _warc_retention(spark, cfg: Config, logical: dt.datetime, days: float) -> di
 
 
 def _optimize(spark, cfg: Config, names: Sequence[str] | None) -> dict[str, int]:
-    from recrawl.schemas import TABLES
-    from recrawl.tables import delta_table, table_exists
+    from recrawl.schemas import TABLES  # lazy: pyspark (via recrawl.schemas)
+    from recrawl.tables import delta_table, table_exists  # lazy: pyspark (via recrawl.tables)
 
     added = removed = tables = 0
     for name in names or TABLES:
@@ -161,8 +160,8 @@ def _optimize(spark, cfg: Config, names: Sequence[str] | None) -> dict[str, int]
 
 
 def _vacuum(spark, cfg: Config, retain_hours: float, names: Sequence[str] | None) -> dict[str, int]:
-    from recrawl.schemas import TABLES
-    from recrawl.tables import delta_table, table_exists
+    from recrawl.schemas import TABLES  # lazy: pyspark (via recrawl.schemas)
+    from recrawl.tables import delta_table, table_exists  # lazy: pyspark (via recrawl.tables)
 
     tables = 0
     for name in names or TABLES:

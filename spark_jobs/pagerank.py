@@ -15,16 +15,16 @@ import datetime as dt
 
 from recrawl.config import Config
 from recrawl.crawldb import set_scores
+from recrawl.graph import pagerank, strongly_connected_components, weakly_connected_components
 from recrawl.hostdb import set_ranks
+from recrawl.tables import overwrite, read
+from recrawl.urlnorm import host_key
 
 
 def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
-    from pyspark import StorageLevel
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    from recrawl.graph import pagerank
-    from recrawl.tables import overwrite, read
+    from pyspark import StorageLevel  # lazy: pyspark
+    from pyspark.sql import Window  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     p = cfg.section("pagerank")
     links = read(spark, cfg, "links").select("src_url", "dst_url")
@@ -106,9 +106,7 @@ def host_graph(ids, edges, known=None):
     host_key(url) for every URL it holds); only URLs it lacks (targets beyond max_depth) pay
     a Python `host_key` call, once per URL, then the hosts are joined onto the edges by id.
     """
-    from pyspark.sql import functions as F
-
-    from recrawl.urlnorm import host_key
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     host_udf = F.udf(lambda u: _safe(host_key, u), "string")
     if known is None:
@@ -137,9 +135,7 @@ def host_components(spark, host_edges, p):
     A cluster of sites that link to each other (one SCC) is one content source in practice
     (seed 004); a component is named by its smallest host name, with its size in hosts.
     """
-    from pyspark.sql import functions as F
-
-    from recrawl.graph import strongly_connected_components, weakly_connected_components
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     edges = host_edges.select(F.col("s").alias("src"), F.col("d").alias("dst"))
     vertices = edges.select(F.col("src").alias("id")).union(edges.select("dst")).distinct()
@@ -162,9 +158,7 @@ def host_components(spark, host_edges, p):
 
 def host_ranks(spark, host_edges, p):
     """PageRank of the host graph, edges weighted by link count."""
-    from pyspark.sql import functions as F
-
-    from recrawl.graph import pagerank
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     hosts = host_edges.select(F.col("s").alias("host")).union(host_edges.select("d")).distinct()
     hids = hosts.withColumn("id", F.monotonically_increasing_id()).cache()

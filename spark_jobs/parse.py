@@ -14,7 +14,14 @@ import datetime as dt
 from collections.abc import Iterable, Iterator
 from io import BytesIO
 
+from recrawl.captures import sniff_mime
 from recrawl.config import Config
+from recrawl.linkfilter import filter_reason
+from recrawl.parsing import parse_html
+from recrawl.sitemaps import is_sitemap, sitemap_locs
+from recrawl.urlnorm import host_key, try_normalize
+from spark_jobs import captures
+from spark_jobs.common import filter_rules, norm_rules
 
 LINK_STRUCT = "array<struct<dst_url:string,anchor:string,kind:string>>"
 
@@ -30,9 +37,9 @@ def read_payload(warc_file: str, offset: int, max_bytes: int, *, length: int | N
     On S3 (`s3a://`) with the record's `length` (fetches.warc_length) exactly that byte range
     is read, one ranged GET; otherwise the file is opened and read from `offset` on.
     """
-    from warcio.archiveiterator import ArchiveIterator
+    from warcio.archiveiterator import ArchiveIterator  # lazy: heavy (warcio)
 
-    from fetcher.storage import Storage, is_remote
+    from fetcher.storage import Storage, is_remote  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
 
     storage = storage or Storage()
     if length and is_remote(warc_file):
@@ -56,13 +63,8 @@ def read_payload(warc_file: str, offset: int, max_bytes: int, *, length: int | N
 
 def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
     """Parse one partition's fetched rows; yields `pages` rows with nested outlinks."""
-    from fetcher.storage import Storage
-    from recrawl.captures import sniff_mime
-    from recrawl.fingerprint import simhash64, text_hash
-    from recrawl.linkfilter import filter_reason
-    from recrawl.parsing import parse_html
-    from recrawl.sitemaps import is_sitemap, sitemap_locs
-    from recrawl.urlnorm import try_normalize
+    from fetcher.storage import Storage  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
+    from recrawl.fingerprint import simhash64, text_hash  # lazy: heavy (simhash, numpy)
 
     storage = Storage(opts.get("s3"))
     for r in sorted(rows, key=lambda x: (x["warc_file"] or "", x["warc_offset"] or 0)):
@@ -110,14 +112,12 @@ def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructField, StructType
+    from pyspark.sql import functions as F  # lazy: pyspark
+    from pyspark.sql.types import StructField, StructType  # lazy: pyspark
 
-    from fetcher.storage import S3Options
-    from recrawl.schemas import PAGES
-    from recrawl.tables import read, replace_round, sql_str
-    from recrawl.urlnorm import host_key
-    from spark_jobs.common import filter_rules, norm_rules
+    from fetcher.storage import S3Options  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
+    from recrawl.schemas import PAGES  # lazy: pyspark (via recrawl.schemas)
+    from recrawl.tables import read, replace_round, sql_str  # lazy: pyspark (via recrawl.tables)
 
     p = cfg.section("parse")
     opts = {
@@ -137,7 +137,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .select("round_id", "url", "final_url", "content_type", "warc_file", "warc_offset",
                 "warc_length", "payload_digest")
     )
-    from pyspark.sql.types import ArrayType, StringType
+    from pyspark.sql.types import ArrayType, StringType  # lazy: pyspark
 
     link_t = ArrayType(StructType([
         StructField("dst_url", StringType()), StructField("anchor", StringType()),
@@ -174,8 +174,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     parsed.unpersist()
     link_count = read(spark, cfg, "links").where(f"round_id = {sql_str(round_id)}").count()
     # The round's captures with URL-index columns (they need this parse's MIME and language).
-    from spark_jobs import captures
-
     n_captures = captures.run(spark, cfg, round_id)
     return {
         "pages": int(stats["pages"] or 0),
@@ -195,9 +193,9 @@ def _safe_host(fn, url):
 def write_latest_outlinks(spark, cfg: Config, round_id: str, parsed_urls, links) -> None:
     """`links` holds each page's latest outlinks: drop what earlier rounds said for the pages
     parsed now (`parsed_urls`, a `url` column), then replace the round's partition."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import Delete, merge_into, replace_round, sql_str
+    from recrawl.tables import Delete, merge_into, replace_round, sql_str  # lazy: pyspark (via recrawl.tables)
 
     srcs = parsed_urls.select(F.col("url").alias("src_url")).distinct()
     merge_into(spark, cfg, "links", srcs, f"t.src_url = s.src_url AND t.round_id != {sql_str(round_id)}",

@@ -30,13 +30,27 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import math
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+from recrawl.changerate import GammaPrior, estimate_from_history
 from recrawl.config import Config
 from recrawl.crawldb import set_schedule
 from recrawl.crawldb_rules import SCHEDULED_STATUSES, sql_list
+from recrawl.schedules import (
+    SECONDS_PER_DAY,
+    ChangeRateOptimalSchedule,
+    PageState,
+    ScheduleContext,
+    interval_seconds,
+    make_schedule,
+    revisit_budget,
+)
+from recrawl.tables import read, sql_str
+from spark_jobs.common import ts_lit
 
 POLICY_CODES = {"fixed": 0, "adaptive": 1, "optimal": 2}
 # Only fetched pages are generated again; they are the ones that share the daily budget.
@@ -47,8 +61,6 @@ PER_DECADE = 8
 
 def build_policy(section: Mapping[str, Any]):
     """The configured FetchSchedule; the optimal policy's default rate is the prior mean."""
-    from recrawl.schedules import ChangeRateOptimalSchedule, make_schedule
-
     policy = make_schedule(section["policy"], **section)
     if isinstance(policy, ChangeRateOptimalSchedule):
         policy = dataclasses.replace(policy, default_rate=float(section["prior_mean"]))
@@ -86,20 +98,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     planned_fetches_per_day (what the allocation spends: below the budget when every page
     already sits at the minimum interval) and buckets (histogram rows mu was solved on).
     """
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from recrawl.changerate import GammaPrior, estimate_from_history
-    from recrawl.schedules import (
-        SECONDS_PER_DAY,
-        ChangeRateOptimalSchedule,
-        PageState,
-        ScheduleContext,
-        interval_seconds,
-        revisit_budget,
-    )
-    from recrawl.tables import read, sql_str
-    from spark_jobs.common import ts_lit
+    from pyspark import StorageLevel  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     sch = cfg.section("schedule")
     policy = build_policy(sch)
@@ -235,8 +235,6 @@ def load_oracle_rates(path: str) -> dict[str, float]:
     """
     if not path:
         return {}
-    import json
-    from pathlib import Path
 
     data = json.loads(Path(path).read_text())
     if not isinstance(data, dict):
@@ -246,7 +244,7 @@ def load_oracle_rates(path: str) -> dict[str, float]:
 
 def _weight_col(mean_score: float | None, floor: float):
     """Importance of a page for the histogram: score / mean score, 1.0 when unscored."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     if mean_score is None:
         return F.lit(1.0)

@@ -24,18 +24,18 @@ Depth is the shortest known path from a seed (min over in-links + 1).
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from recrawl.config import Config
 from recrawl.crawldb import apply_round, mark_traps, park_poison
 from recrawl.hostdb import record_counts
+from recrawl.tables import read, sql_str
+from recrawl.urlnorm import host_key, try_normalize
+from spark_jobs.common import naive_utc, norm_rules
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
-    from pyspark.sql import functions as F
-
-    from recrawl.tables import read, sql_str
-    from recrawl.urlnorm import try_normalize
-    from spark_jobs.common import naive_utc, norm_rules
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     now = naive_utc(logical)
     rid = sql_str(round_id)
@@ -129,8 +129,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
 
 def _host_or_none(url: str) -> str | None:
-    from recrawl.urlnorm import host_key
-
     try:
         return host_key(url)
     except Exception:
@@ -139,8 +137,6 @@ def _host_or_none(url: str) -> str | None:
 
 def url_shape(url: str) -> str:
     """A URL with digit runs and query values masked: calendars and id-driven traps collapse."""
-    import re
-
     path, _, query = url.partition("?")
     shape = re.sub(r"\d+", "N", path)
     if query:
@@ -166,9 +162,7 @@ def url_shape_sql(col: str = "url") -> str:
 
 def _update_hosts(spark, cfg: Config, now: dt.datetime) -> int:
     """Per-host counters and the trap flag; unfetched URLs of trap hosts become `trap`."""
-    from pyspark.sql import functions as F
-
-    from recrawl.tables import read
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     u = cfg.section("updatedb")
     db = read(spark, cfg, "crawldb")

@@ -94,3 +94,34 @@ def test_global_flags_are_accepted_after_the_verb(tmp_path):
     out = run(["sql", "SELECT 1 AS x", "--set", "crawl.no_such_key=1"], tmp_path / "home")
     assert out.returncode == 2 and "unknown key crawl.no_such_key" in out.stderr, out.stderr
     assert "usage:" not in out.stderr
+
+
+def test_round_check_and_help_load_no_pyspark(tmp_path):
+    """`crawler round --check` (the DAG's check_round) reads a local home's rounds table with
+    DuckDB: no JVM, and not even pyspark's import (~1 s); nor does `crawler --help`."""
+    pa = pytest.importorskip("pyarrow")
+    deltalake = pytest.importorskip("deltalake")
+    from recrawl.config import load_config
+    from recrawl.rounds import STEPS
+
+    cfg = load_config(environ={}).with_overrides({"crawl.home": str(tmp_path / "home")}, "test")
+    deltalake.write_deltalake(cfg.table_path("rounds"), pa.table({
+        "round_id": ["20261101"], "steps_done": pa.array([list(STEPS)], pa.list_(pa.string()))}))
+    code = ("import sys; from app.cli import main\n"
+            "try:\n    rc = main(sys.argv[1:])\nexcept SystemExit as exc:\n    rc = exc.code\n"
+            "assert 'pyspark' not in sys.modules, 'pyspark imported'; sys.exit(rc)")
+
+    def crawler(*args):
+        env = dict(os.environ, RECRAWL_CRAWL__HOME=cfg.home, JAVA_HOME=str(tmp_path / "nojava"))
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                              env=env, timeout=120)
+
+    done = crawler("round", "--date", "2026-11-01", "--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "complete (every step done)" in done.stdout
+    todo = crawler("round", "--date", "2026-11-02", "--check")
+    assert todo.returncode == 3, todo.stdout + todo.stderr
+    assert "next step generate (done: none)" in todo.stdout
+    usage = crawler("--help")
+    assert usage.returncode == 0, usage.stderr
+    assert "round" in usage.stdout
