@@ -36,6 +36,18 @@ def _pages_graph(extra: list[str] | None = None) -> dict[str, list[str]]:
     return graph
 
 
+class MenuHost(Host):
+    """A host whose home page links each of its behaviours (``PATHS``), and nothing else does."""
+
+    PATHS: list[str] = []
+
+    def pages(self) -> list[str]:
+        return ["/", *self.PATHS]
+
+    def links(self, path: str) -> list[Link]:
+        return [(self.name, p) for p in self.PATHS] if path == "/" else []
+
+
 # -- robots edge cases ---------------------------------------------------------------------
 class Robots500(SimpleHost):
     """robots.txt answers 500: RFC 9309 2.3.1.4 says assume complete disallow."""
@@ -200,16 +212,10 @@ class Redirects(Host):
 ERRORS = {"/404": 404, "/410": 410, "/500": 500, "/403": 403}
 
 
-class Errors(Host):
+class Errors(MenuHost):
     """Error statuses and non-HTML or mislabelled content."""
 
     PATHS = [*ERRORS, "/wrongtype.html", "/image.png", "/plain.txt", "/notes"]
-
-    def pages(self) -> list[str]:
-        return ["/", *self.PATHS]
-
-    def links(self, path: str) -> list[Link]:
-        return [(self.name, p) for p in self.PATHS] if path == "/" else []
 
     def handle(self, req: Request) -> Response:
         p = req.path
@@ -264,17 +270,11 @@ class Throttle(Host):
 
 
 # -- slowness ------------------------------------------------------------------------------
-class Slow(Host):
+class Slow(MenuHost):
     """``/slow`` after 3 s, ``/trickle`` 1 byte per 0.5 s for 60 s, ``/hang`` never answers,
     ``/dead`` closes without a response."""
 
     PATHS = ["/slow", "/trickle", "/hang", "/dead"]
-
-    def pages(self) -> list[str]:
-        return ["/", *self.PATHS]
-
-    def links(self, path: str) -> list[Link]:
-        return [(self.name, p) for p in self.PATHS] if path == "/" else []
 
     def handle(self, req: Request) -> Response:
         p = req.path
@@ -302,7 +302,7 @@ class Slow(Host):
 
 
 # -- bombs ---------------------------------------------------------------------------------
-class Bomb(Host):
+class Bomb(MenuHost):
     """Decompression bombs, a 50 MiB body and a close-delimited body."""
 
     PATHS = ["/gzipbomb", "/brbomb", "/huge", "/nolength"]
@@ -314,12 +314,6 @@ class Bomb(Host):
         # and the fetch recorded "timeout" instead of meeting the bomb.
         bombs.gzip_bomb()
         bombs.brotli_bomb()
-
-    def pages(self) -> list[str]:
-        return ["/", *self.PATHS]
-
-    def links(self, path: str) -> list[Link]:
-        return [(self.name, p) for p in self.PATHS] if path == "/" else []
 
     def handle(self, req: Request) -> Response:
         p = req.path
