@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from recrawl import cds
 from recrawl.cluster import check_shared_home, cluster_settings, is_local, is_loopback, python_archive
 from recrawl.config import PROJECT_ROOT, Config, ConfigError
 from recrawl.lock import note_jvm
@@ -174,6 +175,7 @@ def check_environment(cfg: Config) -> list[str]:
     """Validate Java, jars and (for a non-local master) the crawl home and the executors'
     environment archive before starting a JVM; returns the jar list."""
     codegen_mode(cfg)
+    cds.mode(cfg)
     submitted = submitted_master()
     if submitted:  # the JVM runs already, with spark-submit's jars
         check_shared_home(cfg.with_overrides({"spark.master": submitted}, "spark-submit"))
@@ -278,6 +280,10 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
         for key, value in conf.items():
             builder = builder.config(key, value)
     extra = {k: str(v) for k, v in cfg.get("spark.extra").items()}
+    if not submitted:  # (spark-submit started the driver already)
+        options = cds.with_archive(extra.get(cds.DRIVER_OPTIONS, ""), cds.driver_options(cfg, jars))
+        if options:
+            extra[cds.DRIVER_OPTIONS] = options
     if uses_s3(cfg):
         if not submitted:  # (spark-submit's command line puts them on its class path)
             s3a_cp = os.pathsep.join(find_s3a_jars(cfg))

@@ -4,6 +4,7 @@
 #   .cache/jars       Delta Lake jars from Maven Central (pom.xml, scripts/fetch_jars.sh), and
 #                     with --s3a or RECRAWL_S3A=1 the s3a jars (hadoop-aws + the ~640 MB AWS SDK
 #                     bundle) an s3a:// crawl home needs
+#   .cache/cds        the driver JVM's class-data-sharing archive (recrawl/cds.py)
 #   .cache/cluster-env  only with --cluster or RECRAWL_CLUSTER=1: the executors' environment
 #                     archive for a Spark cluster (scripts/pack_env.sh, docs/cluster.md)
 # Re-running is cheap: each part is skipped when its inputs have not changed.
@@ -62,4 +63,8 @@ fi
 if [ "$CLUSTER" = 1 ]; then
   bash scripts/pack_env.sh
 fi
+# The driver JVM's class-data-sharing archive (recrawl/cds.py; ~190 MB, a minute once): every
+# later `crawler` step starts its JVM without parsing Spark's and Delta's classes again. Keyed
+# by the JVM, pyspark and the jars, so it is rebuilt when one of them changes.
+.venv/bin/python -m recrawl.cds
 echo "setup: ready (.venv, $(ls .cache/jars | wc -l) jars in .cache/jars)"

@@ -1,0 +1,89 @@
+"""What a short-lived driver costs with and without the class-data-sharing archive (recrawl/cds.py).
+
+    .venv/bin/python benchmarks/jvm_start.py [--pairs 3]
+
+Every `crawler` step (every Airflow task) starts a driver JVM. This runs the same `crawler`
+commands as a user would, alternately with `spark.class_data_sharing` off and auto (the archive
+scripts/setup.sh builds), so both sides see the same machine load, and prints the median wall
+seconds and the CPU seconds of the whole process tree (the Python CLI, spark-submit and the JVM,
+sampled every 0.1 s: the last tenth of a second of each process is not counted, alike on both
+sides). The commands: `crawler init` on a new crawl home (the Delta DDL of every table), and
+`crawler sql --engine spark` of a join over two tables of that home.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+CRAWLER = [sys.executable, "-m", "app.cli"]
+QUERY = ("SELECT c.status, count(*) AS n, max(h.host_rank) FROM crawl.crawldb c "
+         "LEFT JOIN crawl.hosts h ON c.host = h.host GROUP BY c.status")
+
+
+def run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process tree) of one `crawler` command."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(CRAWLER + args, env=env, cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    root = psutil.Process(proc.pid)
+    cpu: dict[int, float] = {}
+    while proc.poll() is None:
+        try:
+            for p in [root, *root.children(recursive=True)]:
+                with p.oneshot():
+                    t = p.cpu_times()
+                    cpu[p.pid] = t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            pass
+        time.sleep(0.1)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)} failed:\n{proc.stderr.read().decode()[-2000:]}")
+    return wall, sum(cpu.values())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pairs", type=int, default=3, help="runs per side and command")
+    args = ap.parse_args()
+    from recrawl.cds import archive_path
+    from recrawl.config import load_config
+    from recrawl.spark import find_jars
+
+    cfg = load_config()
+    archive = archive_path(cfg, find_jars(cfg))
+    if archive is None or not archive.is_file():
+        raise SystemExit("no CDS archive for this JVM and jars: run `.venv/bin/python -m recrawl.cds`")
+    results: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="jvm-start-") as tmp:
+        for i in range(args.pairs):
+            sides = ("off", "auto") if i % 2 == 0 else ("auto", "off")
+            for side in sides:
+                home = Path(tmp) / f"{side}-{i}"
+                env = dict(os.environ, RECRAWL_CRAWL__HOME=str(home),
+                           RECRAWL_SPARK__CLASS_DATA_SHARING=side, RECRAWL_SPARK__SHUFFLE_PARTITIONS="2")
+                results.setdefault(("crawler init (new home)", side), []).append(run(["init"], env))
+                results.setdefault(("crawler sql --engine spark", side), []).append(
+                    run(["sql", QUERY, "--engine", "spark", "--format", "csv"], env))
+    print(f"archive: {archive} ({archive.stat().st_size / 2**20:.0f} MiB); medians of {args.pairs} "
+          f"runs per side, alternating; load average at the end {os.getloadavg()[0]:.1f}")
+    print(f"{'command':<30} {'wall off':>9} {'wall CDS':>9} {'CPU off':>9} {'CPU CDS':>9}")
+    for name in dict.fromkeys(n for n, _ in results):
+        off, on = results[(name, "off")], results[(name, "auto")]
+        med = [statistics.median(x[k] for x in side) for side in (off, on) for k in (0, 1)]
+        print(f"{name:<30} {med[0]:>8.1f}s {med[2]:>8.1f}s {med[1]:>8.1f}s {med[3]:>8.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
