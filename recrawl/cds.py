@@ -10,8 +10,9 @@ The archive belongs to one JVM build, one pyspark and one set of jars: its file 
 key of all three, so an upgrade makes setup build a new file rather than use a stale one.
 `-Xshare:auto` makes a JVM that finds it unusable (corrupt, or a class path that does not
 begin with the archive's) start as it would without, and the cds log is off so that is silent;
-a class path extended at its end (the s3a jars on the driver's) still maps it. `spark.class_data_sharing = "off"` turns it off; scripts/setup.sh builds
-it (`python -m recrawl.cds`).
+a class path extended at its end (the s3a jars on the driver's) still maps it.
+`spark.class_data_sharing = "off"` turns it off; scripts/setup.sh builds it (`python -m
+recrawl.cds`).
 """
 
 from __future__ import annotations
