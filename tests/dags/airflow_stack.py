@@ -105,9 +105,10 @@ class AirflowStack:
 
         On SQLite, Airflow answers 503 "Database is locked. Backfill creation is not supported on
         SQLite under concurrent access" when the scheduler or DAG processor holds the write lock
-        (it happened in CI while the scheduler was starting). The creation's transaction was
-        rolled back, so trying again is what the UI's user does; should a retried creation find
-        its backfill already made (409), that backfill is the answer.
+        (it happened in CI while the scheduler was starting). Airflow then cleans up (deleting
+        the backfill, and any runs it had cleared: docs/airflow.md), so trying again is what the
+        UI's user does; a retry answered 409 takes the active backfill as the answer, or tries
+        again while the clean-up is still removing it.
         """
         deadline = time.monotonic() + timeout
         retried = False
@@ -116,14 +117,21 @@ class AirflowStack:
             if status in (200, 201):
                 return json.loads(text)
             if status == 409 and retried:
-                running = [b for b in self.api("GET", f"/api/v2/backfills?dag_id={body['dag_id']}")["backfills"]
-                           if b["completed_at"] is None]
+                running = self.active_backfills(body["dag_id"])
                 if running:
                     return running[0]
-            if status != 503 or time.monotonic() > deadline:
+                # 409 yet none active: the failed creation's clean-up was still under way
+            elif status != 503:
+                raise AssertionError(f"POST /api/v2/backfills: HTTP {status}: {text[:2000]}")
+            if time.monotonic() > deadline:
                 raise AssertionError(f"POST /api/v2/backfills: HTTP {status}: {text[:2000]}")
             retried = True
             time.sleep(3)
+
+    def active_backfills(self, dag_id: str) -> list[dict]:
+        """The DAG's backfills not completed yet."""
+        out = self.api("GET", f"/api/v2/backfills?dag_id={dag_id}")["backfills"]
+        return [b for b in out if b["completed_at"] is None]
 
     def dag_runs(self, dag_id: str) -> list[dict]:
         """Every run of a DAG, oldest logical date first (what the UI's runs page lists)."""

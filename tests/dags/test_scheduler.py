@@ -194,8 +194,10 @@ def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dic
     A re-run is told from the first run by its `queued_at` (clearing a run sets it anew), per
     logical date, not by run id: on SQLite a creation that meets the scheduler's write lock
     answers 503 and Airflow's clean-up deletes the runs it had already cleared (DagRun rows with
-    the new backfill id), so the retried creation makes them again under the same run id; in
-    between, the run is gone (CI saw a 404 for it).
+    the new backfill id) and the backfill, so the retried creation makes them again under the
+    same run id; in between, the run is gone (CI saw a 404 for it). When a day's run is missing
+    and no backfill is active any more (CI once saw the retry answered 409 by the clean-up's
+    backfill, which then vanished), the form is submitted again, as its user would.
     """
     bid = backfill["id"]
     stack.wait_for("the first backfill to be marked complete",
@@ -204,14 +206,18 @@ def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dic
     before = _delta_commits(cfg)
     queued = {r["logical_date"]: _when(r["queued_at"]) for r in stack.dag_runs("crawl_cycle")
               if r["run_type"] == "backfill"}
-    stack.create_backfill({
+    form = {
         "dag_id": "crawl_cycle", "from_date": backfill["from_date"], "to_date": backfill["to_date"],
         "run_backwards": False, "dag_run_conf": backfill["dag_run_conf"], "reprocess_behavior": "completed",
         "max_active_runs": 1, "run_on_latest_version": True,
-    })
+    }
+    stack.create_backfill(form)
 
     def done():
         runs = {r["logical_date"]: r for r in stack.dag_runs("crawl_cycle")}
+        if any(day not in runs for day in queued) and not stack.active_backfills("crawl_cycle"):
+            stack.create_backfill(form)  # the clean-up deleted runs and backfill: submit again
+            return None
         out = {}
         for day, first in queued.items():
             run = runs.get(day)
