@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from recrawl.config import Config, ConfigError, _parse_env_value, load_config
+from recrawl.config import Config, ConfigError, load_config, parse_value
 from recrawl.rounds import STEPS, BadInput, check_round_id, parse_date, record_step, round_id_for
 
 # Only what parsing the command line needs is imported here; each verb imports its own modules
@@ -128,7 +128,7 @@ def _config(args: argparse.Namespace) -> Config:
             if "=" not in item:
                 raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE")
             key, raw = item.split("=", 1)
-            overrides[key.strip()] = _parse_env_value(raw.strip())
+            overrides[key.strip()] = parse_value(raw.strip())
         cfg = cfg.with_overrides(overrides, "--set")
     return cfg
 

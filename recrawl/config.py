@@ -61,7 +61,7 @@ def _coerce(section: str, key: str, default: Any, value: Any, origin: str) -> An
     )
 
 
-def _parse_env_value(raw: str) -> Any:
+def parse_value(raw: str) -> Any:
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -101,7 +101,7 @@ def _env_layer(environ: Mapping[str, str], defaults: dict[str, dict[str, Any]]) 
                 f"environment {name}: expected RECRAWL_<SECTION>__<KEY>, e.g. RECRAWL_CRAWL__HOME"
             )
         section, key = rest.split("__", 1)
-        layer.setdefault(section.lower(), {})[key.lower()] = _parse_env_value(raw)
+        layer.setdefault(section.lower(), {})[key.lower()] = parse_value(raw)
     return layer
 
 
