@@ -227,7 +227,7 @@ def _check_round(cfg: Config, round_id: str) -> int:
     if done is None:
         from recrawl.spark import get_spark  # lazy: keeps crawler startup fast
 
-        done = steps_done(get_spark(cfg), cfg, round_id)
+        done = steps_done(get_spark(cfg, short_lived=True), cfg, round_id)
     start = resume_from(done)
     if start == len(STEP_VERBS):
         print(f"round {round_id}: complete (every step done)")
@@ -251,7 +251,7 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
     if args.verb == "init":
         from recrawl.tables import init_tables  # lazy: pyspark (via recrawl.tables)
 
-        spark = get_spark(cfg)
+        spark = get_spark(cfg, short_lived=True)
         created = init_tables(spark, cfg)
         new = [n for n, c in created.items() if c]
         print(f"crawl home: {cfg.home}")
@@ -281,11 +281,11 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
     if args.verb == "status":
         from recrawl.sqlshell import print_status  # lazy: keeps crawler startup fast
 
-        return print_status(get_spark(cfg, quiet=not args.verbose), cfg)
+        return print_status(get_spark(cfg, quiet=not args.verbose, short_lived=True), cfg)
     if args.verb == "inject":
         from spark_jobs import inject  # lazy: pyspark (via recrawl.crawldb)
 
-        spark = get_spark(cfg)
+        spark = get_spark(cfg, short_lived=True)
         from recrawl.tables import check_tables  # lazy: pyspark (via recrawl.tables)
 
         check_tables(spark, cfg, ["crawldb"])
@@ -295,21 +295,21 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
     if args.verb == "pagerank":
         from spark_jobs import pagerank  # lazy: pyspark (via recrawl.crawldb)
 
-        counts = pagerank.run(get_spark(cfg), cfg, args.logical)
+        counts = pagerank.run(get_spark(cfg, short_lived=True), cfg, args.logical)
         _print_counts("pagerank", counts)
         return 0
     if args.verb == "maintenance":
         from spark_jobs import maintenance  # lazy: keeps crawler startup fast
 
         counts = maintenance.run(
-            get_spark(cfg), cfg, args.logical, steps=tuple(args.step or maintenance.STEPS),
+            get_spark(cfg, short_lived=True), cfg, args.logical, steps=tuple(args.step or maintenance.STEPS),
             retain_hours=args.retain_hours, warc_retention_days=args.warc_retention_days,
         )
         _print_counts("maintenance", counts)
         return 0
     # round steps
     logical, round_id = args.logical, args.round_id
-    spark = get_spark(cfg)
+    spark = get_spark(cfg, short_lived=True)
     from recrawl.tables import check_tables  # lazy: pyspark (via recrawl.tables)
 
     check_tables(spark, cfg)
@@ -356,7 +356,7 @@ def _sql(args: argparse.Namespace, cfg: Config) -> int:
     from recrawl.spark import get_spark  # lazy: keeps crawler startup fast
     from recrawl.sqlshell import run_sql  # lazy: keeps crawler startup fast
 
-    return run_sql(get_spark(cfg, quiet=not args.verbose), cfg, args.query, args.format,
+    return run_sql(get_spark(cfg, quiet=not args.verbose, short_lived=True), cfg, args.query, args.format,
                    args.limit)
 
 

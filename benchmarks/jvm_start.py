@@ -1,10 +1,13 @@
-"""What a short-lived driver costs with and without the class-data-sharing archive (recrawl/cds.py).
+"""What a short-lived driver costs under two values of one driver setting, side by side.
 
     .venv/bin/python benchmarks/jvm_start.py [--pairs 3]
+    .venv/bin/python benchmarks/jvm_start.py --compare spark.driver_jit=full,quick
 
 Every `crawler` step (every Airflow task) starts a driver JVM. This runs the same `crawler`
-commands as a user would, alternately with `spark.class_data_sharing` off and auto (the archive
-scripts/setup.sh builds), so both sides see the same machine load, and prints the median wall
+commands as a user would, alternately with the setting at its two values (by default
+`spark.class_data_sharing` off and auto: without and with the archive scripts/setup.sh builds,
+recrawl/cds.py; `spark.driver_jit` full and quick is the compiler level, recrawl/jit.py), so
+both sides see the same machine load, and prints the median wall
 seconds and the CPU seconds of the whole process tree (the Python CLI, spark-submit and the JVM,
 sampled every 0.1 s: the last tenth of a second of each process is not counted, alike on both
 sides). The commands: `crawler init` on a new crawl home (the Delta DDL of every table), and
@@ -55,7 +58,14 @@ def run(args: list[str], env: dict[str, str]) -> tuple[float, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, default=3, help="runs per side and command")
+    ap.add_argument("--compare", default="spark.class_data_sharing=off,auto",
+                    metavar="KEY=A,B", help="the setting and its two values")
     args = ap.parse_args()
+    key, _, values = args.compare.partition("=")
+    pair = tuple(values.split(","))
+    if "." not in key or len(pair) != 2:
+        raise SystemExit(f"--compare wants section.key=A,B, got {args.compare!r}")
+    env_key = "RECRAWL_" + key.upper().replace(".", "__", 1)
     from recrawl.cds import archive_path
     from recrawl.config import load_config
     from recrawl.spark import find_jars
@@ -67,21 +77,23 @@ def main() -> int:
     results: dict[tuple[str, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="jvm-start-") as tmp:
         for i in range(args.pairs):
-            sides = ("off", "auto") if i % 2 == 0 else ("auto", "off")
+            sides = pair if i % 2 == 0 else pair[::-1]
             for side in sides:
                 home = Path(tmp) / f"{side}-{i}"
-                env = dict(os.environ, RECRAWL_CRAWL__HOME=str(home),
-                           RECRAWL_SPARK__CLASS_DATA_SHARING=side, RECRAWL_SPARK__SHUFFLE_PARTITIONS="2")
+                env = dict(os.environ, RECRAWL_CRAWL__HOME=str(home), RECRAWL_SPARK__SHUFFLE_PARTITIONS="2")
+                env[env_key] = side
                 results.setdefault(("crawler init (new home)", side), []).append(run(["init"], env))
                 results.setdefault(("crawler sql --engine spark", side), []).append(
                     run(["sql", QUERY, "--engine", "spark", "--format", "csv"], env))
     print(f"archive: {archive} ({archive.stat().st_size / 2**20:.0f} MiB); medians of {args.pairs} "
           f"runs per side, alternating; load average at the end {os.getloadavg()[0]:.1f}")
-    print(f"{'command':<30} {'wall off':>9} {'wall CDS':>9} {'CPU off':>9} {'CPU CDS':>9}")
+    print(f"{key}: {pair[0]} against {pair[1]}")
+    a, b = (v[:8] for v in pair)
+    print(f"{'command':<30} {'wall ' + a:>14} {'wall ' + b:>14} {'CPU ' + a:>14} {'CPU ' + b:>14}")
     for name in dict.fromkeys(n for n, _ in results):
-        off, on = results[(name, "off")], results[(name, "auto")]
+        off, on = results[(name, pair[0])], results[(name, pair[1])]
         med = [statistics.median(x[k] for x in side) for side in (off, on) for k in (0, 1)]
-        print(f"{name:<30} {med[0]:>8.1f}s {med[2]:>8.1f}s {med[1]:>8.1f}s {med[3]:>8.1f}s")
+        print(f"{name:<30} {med[0]:>13.1f}s {med[2]:>13.1f}s {med[1]:>13.1f}s {med[3]:>13.1f}s")
     return 0
 
 

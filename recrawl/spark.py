@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from recrawl import cds
+from recrawl import cds, jit
 from recrawl.cluster import check_shared_home, cluster_settings, is_local, is_loopback, python_archive
 from recrawl.config import PROJECT_ROOT, Config, ConfigError
 from recrawl.lock import note_jvm
@@ -176,6 +176,7 @@ def check_environment(cfg: Config) -> list[str]:
     environment archive before starting a JVM; returns the jar list."""
     codegen_mode(cfg)
     cds.mode(cfg)
+    jit.mode(cfg)
     submitted = submitted_master()
     if submitted:  # the JVM runs already, with spark-submit's jars
         check_shared_home(cfg.with_overrides({"spark.master": submitted}, "spark-submit"))
@@ -224,12 +225,15 @@ def _capture_jvm_stderr():
     return restore
 
 
-def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
+def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False,
+              short_lived: bool = False):
     """Create (or return the running) SparkSession configured for Delta.
 
     `quiet` (the read-only verbs, unless --verbose): the JVM's stderr (start-up banner, log4j
     output) goes to a temporary log file instead of the terminal, and PySpark's error loggers
-    are off, so that the caller's one-line messages are all a user sees.
+    are off, so that the caller's one-line messages are all a user sees. `short_lived`: the
+    process is one `crawler` verb, so on a small crawl the driver stops at the quick compiler
+    (`spark.driver_jit`, recrawl/jit.py).
     """
     jars = check_environment(cfg)
     from pyspark.sql import SparkSession  # lazy: pyspark
@@ -282,6 +286,7 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False):
     extra = {k: str(v) for k, v in cfg.get("spark.extra").items()}
     if not submitted:  # (spark-submit started the driver already)
         options = cds.with_archive(extra.get(cds.DRIVER_OPTIONS, ""), cds.driver_options(cfg, jars))
+        options = jit.with_jit(options, cfg, short_lived)
         if options:
             extra[cds.DRIVER_OPTIONS] = options
     if uses_s3(cfg):

@@ -73,17 +73,23 @@ from recrawl.config import load_config
 from recrawl.spark import get_spark
 from pyspark import SparkContext
 cfg = load_config(environ={}).with_overrides({"spark.cds_dir": sys.argv[1], "spark.shuffle_partitions": 1,
-    "spark.extra": {"spark.driver.extraClassPath": sys.argv[2]} if sys.argv[2] else {}})
-spark = get_spark(cfg, quiet=True)
+    "spark.extra": {"spark.driver.extraClassPath": sys.argv[2]} if sys.argv[2] else {},
+    "crawl.home": sys.argv[3], "spark.driver_jit": sys.argv[4]})
+spark = get_spark(cfg, quiet=True, short_lived=True)
 assert spark.sql("SELECT 41 + 1 AS x").collect()[0].x == 42
-maps = Path(f"/proc/{SparkContext._gateway.proc.pid}/maps").read_text()
-print("mapped" if ".jsa" in maps else "not mapped")
+pid = SparkContext._gateway.proc.pid
+maps = Path(f"/proc/{pid}/maps").read_text()
+# the JVM's own view of its compiler level (recrawl/jit.py), not the options we passed
+flags = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+quick = "-XX:TieredStopAtLevel=1" in list(flags)
+print(("mapped" if ".jsa" in maps else "not mapped") + (" quick" if quick else " full"))
 spark.stop()
 """
 
 
-def _probe(cds_dir: Path, class_path: str = "") -> str:
-    out = subprocess.run([sys.executable, "-c", _PROBE, str(cds_dir), class_path], cwd=ROOT,
+def _probe(cds_dir: Path, home: Path, class_path: str = "", jit: str = "auto") -> str:
+    out = subprocess.run([sys.executable, "-c", _PROBE, str(cds_dir), class_path, str(home), jit],
+                         cwd=ROOT,
                          capture_output=True, text=True, timeout=600,
                          env={k: v for k, v in os.environ.items() if not k.startswith("RECRAWL_")})
     assert out.returncode == 0, out.stderr[-3000:]
@@ -100,12 +106,14 @@ def test_a_driver_maps_the_built_archive_and_starts_without_a_usable_one(tmp_pat
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{built} missing: scripts/setup.sh builds it")
         pytest.skip("no CDS archive: run `.venv/bin/python -m recrawl.cds`")
-    assert _probe(built.parent) == "mapped"
+    # a new crawl home is a small crawl: under "auto" a short-lived driver stops at the quick compiler,
+    # and the serial collector does not keep it from mapping the archive
+    assert _probe(built.parent, tmp_path / "new-home") == "mapped quick"
     # a corrupt file under the archive's name: the JVM skips it (-Xshare:auto) and starts
     bad = tmp_path / "cds"
     bad.mkdir()
     (bad / built.name).write_bytes(b"not an archive" * 1000)
-    assert _probe(bad) == "not mapped"
+    assert _probe(bad, tmp_path / "new-home", jit="full") == "not mapped full"
     # a driver class path extended beyond the archive's (as the s3a jars extend it): the JVM
     # still maps it, for the classes of the archive's class path
-    assert _probe(built.parent, class_path=find_jars(cfg)[0]) == "mapped"
+    assert _probe(built.parent, tmp_path / "new-home", class_path=find_jars(cfg)[0]).startswith("mapped")
