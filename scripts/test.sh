@@ -3,13 +3,29 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/fetcher -k robots`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Read and unset: every other RECRAWL_* name is a crawler setting (RECRAWL_<SECTION>__<KEY>), and
+# the configuration refuses one that is not, in set-up's CDS build and in the tests' CLI calls.
+workers=${RECRAWL_TEST_WORKERS:-2}
+unset RECRAWL_TEST_WORKERS
+# Three independent environments, built side by side (on a fresh clone each is minutes of pip,
+# Maven or a training session; a set-up step that is up to date returns at once):
+# Airflow's own virtualenv: the DAG tests (tests/dags) call it by subprocess.
+# pywb's own virtualenv: the replay tests (tests/spark_jobs/test_replay.py) run it.
+logs=$(mktemp -d)
+bash scripts/setup_airflow.sh >"$logs/airflow" 2>&1 & airflow_pid=$!
+bash scripts/setup_pywb.sh >"$logs/pywb" 2>&1 & pywb_pid=$!
+trap 'kill $airflow_pid $pywb_pid 2>/dev/null || true' EXIT
 # --s3a: the s3a tests need hadoop-aws and the AWS SDK bundle; --cluster: the cluster test
 # (tests/spark_jobs/test_cluster.py) ships the executors' environment archive.
 bash scripts/setup.sh --s3a --cluster
-# Airflow's own virtualenv: the DAG tests (tests/dags) call it by subprocess.
-bash scripts/setup_airflow.sh
-# pywb's own virtualenv: the replay tests (tests/spark_jobs/test_replay.py) run it.
-bash scripts/setup_pywb.sh
+for name in airflow pywb; do
+  pid_var=${name}_pid
+  rc=0; wait "${!pid_var}" || rc=$?
+  cat "$logs/$name"
+  [ "$rc" = 0 ] || { echo "test: scripts/setup_$name.sh failed (exit $rc)" >&2; exit "$rc"; }
+done
+trap - EXIT
+rm -rf "$logs"
 # Debian packages two tests need: chromium renders `crawler report` (tests/recrawl/test_report.py);
 # docker-compose validates docker-compose.yml where the docker client lacks the compose plugin
 # (tests/test_compose.py). Installed only when missing; without them those tests skip locally and
@@ -29,7 +45,6 @@ fi
 # Two worker processes by default (RECRAWL_TEST_WORKERS=0 runs in one): most of the suite's time
 # is waiting (JVM jobs, politeness delays, subprocesses), not CPU. --dist loadfile keeps each
 # file on one worker, so a module's fixtures (the e2e crawl) are built once.
-workers=${RECRAWL_TEST_WORKERS:-2}
 dist=()
 # --no-loadscope-reorder: xdist would otherwise hand out files by their number of tests, which
 # sent the two-test cluster module last, to run alone at the end; tests/conftest.py orders the
