@@ -307,9 +307,10 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
         )
         _print_counts("maintenance", counts)
         return 0
-    # round steps
+    # round steps: one step is a short-lived driver; `round` runs all six in one, minutes on
+    # a loaded machine, which the optimizing compiler pays back (docs/design-choices.md)
     logical, round_id = args.logical, args.round_id
-    spark = get_spark(cfg, short_lived=True)
+    spark = get_spark(cfg, short_lived=args.verb != "round")
     from recrawl.tables import check_tables  # lazy: pyspark (via recrawl.tables)
 
     check_tables(spark, cfg)

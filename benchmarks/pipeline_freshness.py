@@ -199,6 +199,32 @@ def day_metrics(
     return fresh / len(pages), wfresh, age_sum / len(held) if held else 0.0
 
 
+def theory(pages: dict[tuple[str, str], Page], budget: int, args: argparse.Namespace,
+           max_interval: float) -> str:
+    """Steady-state freshness with the true rates: fixed at the budget's interval, and the
+    optimum any policy can reach at this budget (the allocation solved on the truth), plain
+    and importance-weighted. The ceiling the measured policies are read against."""
+    from recrawl.allocation import freshness
+    from recrawl.schedules import ChangeRateOptimalSchedule
+
+    rates = [p.rate for p in pages.values()]
+    weights = [p.weight for p in pages.values()]
+    n = len(rates)
+    fix_f = 1.0 / max(args.min_interval, min(max_interval, 1.0 / args.budget_share))
+    fixed = sum(freshness(lam, fix_f) for lam in rates) / n
+    wfixed = sum(w * freshness(lam, fix_f) for lam, w in zip(rates, weights, strict=True))
+    sched = ChangeRateOptimalSchedule(daily_budget=float(budget),
+                                      min_interval_days=args.min_interval,
+                                      max_interval_days=max_interval)
+    opt_u = sched.solve(rates, [1.0] * n).freqs
+    opt_w = sched.solve(rates, weights).freqs
+    opt = sum(freshness(lam, f) for lam, f in zip(rates, opt_u, strict=True)) / n
+    wopt = sum(w * freshness(lam, f) for lam, f, w in zip(rates, opt_w, weights, strict=True))
+    return (f"theory (true rates, steady state, all pages held): fixed fresh {fixed:.3f} "
+            f"wfresh {wfixed:.3f}; optimum fresh {opt:.3f} ({opt / fixed - 1:+.1%}), "
+            f"wfresh {wopt:.3f} ({wopt / wfixed - 1:+.1%})")
+
+
 def budget_for(n_pages: int, share: float) -> int:
     return max(1, math.ceil(share * n_pages - 1e-9))
 
@@ -337,6 +363,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "short of due URLs are always filled, so every policy spends the budget)")
     ap.add_argument("--start", default="2026-11-01", help="logical date of day 0")
     ap.add_argument("--json", help="also write the per-day measurements here")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="print one table of runs saved by --json (e.g. policies run in two "
+                         "processes side by side, the same --seed and web) and exit")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="configuration override for every policy")
     args = ap.parse_args(argv)
@@ -346,13 +375,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(f"unknown policies {bad}; valid: {', '.join(POLICIES)}")
     if not 0 < args.budget_share <= 1:
         ap.error("--budget-share must be within (0, 1]")
-    if args.warmup is None:
+    if args.warmup is None and not args.merge:
         args.warmup = args.days // 3
     return args
 
 
+def load_runs(paths: list[str]) -> list[PolicyRun]:
+    """PolicyRuns saved by --json, in the order given."""
+    runs = []
+    for path in paths:
+        for r in json.loads(Path(path).read_text()):
+            days = [Day(**d) for d in r["days"]]
+            runs.append(PolicyRun(r["policy"], days, r["spearman"], r["rated"],
+                                  r.get("wall_s", sum(d.wall_s for d in days)), r["by_class"]))
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.merge:
+        runs = load_runs(args.merge)
+        warmup = args.warmup if args.warmup is not None else len(runs[0].days) // 3
+        for line in table(runs, warmup):
+            print(line)
+        print("\nper true-rate class at the end (held pages; medians):")
+        for r in runs:
+            for line in class_lines(r):
+                print(line)
+        return 0
     from app.demo import demo_config
     from recrawl.spark import get_spark
     from simweb import SimWeb
@@ -367,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
           f"budget={budget}/day days={args.days} warmup={args.warmup} seed={args.seed}; "
           f"true rates/day: min {rates[0]:.4f} median {rates[len(rates) // 2]:.3f} "
           f"max {rates[-1]:.2f}, daily or faster {sum(r >= 1 for r in rates) / len(rates):.0%}")
+    print(theory(pages, budget, args, float(demo_config("/nonexistent").get(
+        "schedule.max_interval_days"))), flush=True)
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         spark = get_spark(demo_config(tmp), "pipeline-freshness")
@@ -383,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps(
-            [{"policy": r.policy, "spearman": r.spearman, "rated": r.rated,
+            [{"policy": r.policy, "spearman": r.spearman, "rated": r.rated, "wall_s": r.wall_s,
               "days": [dataclasses.asdict(d) for d in r.days], "by_class": r.by_class}
              for r in runs], indent=1))
     return 0
