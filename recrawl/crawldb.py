@@ -16,11 +16,11 @@ import datetime as dt
 
 from recrawl.config import Config
 from recrawl.crawldb_rules import (
-    HISTORY_MAX,
     SUCCESS,
     TRANSIENT,
     UNFETCHABLE,
     ChangeColumns,
+    append_history_sql,
     meaningful_change_sql,
     new_url_values_sql,
     next_status_sql,
@@ -64,9 +64,7 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
     ), int(sch["trivial_change_distance"]))
     interval_d = f"(unix_timestamp({now_sql}) - unix_timestamp(t.last_fetch_time)) / {float(DAY)}"
     history = f"""CASE WHEN ({changed}) IS NOT NULL AND t.last_fetch_time IS NOT NULL
-      THEN slice(concat(coalesce(t.change_history, array()),
-                        array(named_struct('interval_d', {interval_d}, 'changed', ({changed})))),
-                 -{HISTORY_MAX}, {HISTORY_MAX})
+      THEN {append_history_sql("t.change_history", interval_d, f"({changed})")}
       ELSE t.change_history END"""
     interval_s = f"coalesce(t.fetch_interval_s, {int(sch['default_interval_days'] * DAY)})"
     next_fetch = f"""CASE

@@ -149,6 +149,19 @@ def new_url_values_sql(default_interval_days: float) -> dict[str, str]:
 HISTORY_MAX = 32
 
 
+def append_history_sql(history: str, interval_d: str, changed: str) -> str:
+    """`recrawl.changerate.update_history` in Spark SQL: append one visit (interval in days,
+    changed) when the interval is positive and keep the newest HISTORY_MAX.
+
+    Not `slice(h, -N, N)`: Spark's slice returns an empty array when a negative start reaches
+    before the first element, which emptied every history shorter than N."""
+    appended = (f"concat(coalesce({history}, array()), array(named_struct("
+                f"'interval_d', CAST({interval_d} AS DOUBLE), 'changed', {changed})))")
+    return f"""CASE WHEN {interval_d} > 0
+      THEN slice({appended}, greatest(1, size({appended}) - {HISTORY_MAX} + 1), {HISTORY_MAX})
+      ELSE {history} END"""
+
+
 def meaningful_change(
     status: str,
     new_digest: str | None,

@@ -129,3 +129,25 @@ def test_a_fetchs_status_transition_is_one_rule_in_python_and_spark(spark):
     assert next_status("timeout", None, False, "fetched", 2, 3) == "failed"
     assert next_status("too_large", 200, False, "unfetched", None, 3) == "failed"
     assert next_status("retry_later", 503, False, "gone", 0, 3) == "gone"
+
+
+def test_the_history_window_is_one_rule_in_python_and_spark(spark):
+    from recrawl.changerate import update_history
+    from recrawl.crawldb_rules import HISTORY_MAX, append_history_sql
+
+    def hist(n):
+        return [{"interval_d": float(i + 1), "changed": i % 3 == 0} for i in range(n)]
+
+    # (history before, interval in days, changed): empty, short, one below, at and above the
+    # window (the short ones were emptied by a negative slice start), a non-positive interval
+    cases = [([], 1.5, True), (hist(1), 2.0, False), (hist(5), 0.5, True),
+             (hist(HISTORY_MAX - 1), 1.0, True), (hist(HISTORY_MAX), 3.0, False),
+             (hist(HISTORY_MAX + 3), 1.0, True), (hist(4), 0.0, True)]
+    want = [update_history(h, i, c) for h, i, c in cases]
+    assert [len(w) for w in want] == [1, 2, 6, HISTORY_MAX, HISTORY_MAX, HISTORY_MAX, 4]
+    rows = [(h, i, c, n) for n, (h, i, c) in enumerate(cases)]
+    df = spark.createDataFrame(
+        rows, "h array<struct<interval_d: double, changed: boolean>>, iv double, ch boolean, n int")
+    got = [[r.asDict() for r in row[0]] for row in df.orderBy("n").selectExpr(
+        append_history_sql("h", "iv", "ch")).collect()]
+    assert got == want
