@@ -11,7 +11,10 @@ both sides see the same machine load, and prints the median wall
 seconds and the CPU seconds of the whole process tree (the Python CLI, spark-submit and the JVM,
 sampled every 0.1 s: the last tenth of a second of each process is not counted, alike on both
 sides). The commands: `crawler init` on a new crawl home (the Delta DDL of every table), and
-`crawler sql --engine spark` of a join over two tables of that home.
+`crawler sql --engine spark` of a join over two tables of that home. With `--round SITES,PAGES`
+also, on a simulated web of that size (the demo's configuration): `crawler inject` of every
+page and one `crawler round` that fetches them (issue #16's "round with 100 URLs" is `--round
+4,25`).
 """
 
 from __future__ import annotations
@@ -60,12 +63,31 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=3, help="runs per side and command")
     ap.add_argument("--compare", default="spark.class_data_sharing=off,auto",
                     metavar="KEY=A,B", help="the setting and its two values")
+    ap.add_argument("--round", metavar="SITES,PAGES",
+                    help="also inject and crawl one round of a simulated web this big")
     args = ap.parse_args()
     key, _, values = args.compare.partition("=")
     pair = tuple(values.split(","))
     if "." not in key or len(pair) != 2:
         raise SystemExit(f"--compare wants section.key=A,B, got {args.compare!r}")
     env_key = "RECRAWL_" + key.upper().replace(".", "__", 1)
+    web = None
+    if args.round:
+        from simweb import SimWeb
+
+        sites, pages = (int(x) for x in args.round.split(","))
+        web = SimWeb(seed=7, n_sites=sites, pages_per_site=pages)
+        web.start()
+    try:
+        return _compare(args, key, pair, env_key, web)
+    finally:
+        if web is not None:
+            web.stop()
+
+
+def _compare(args: argparse.Namespace, key: str, pair: tuple[str, ...], env_key: str, web) -> int:
+    from app.airflow_demo import config_toml
+    from app.demo import demo_config
     from recrawl.cds import archive_path
     from recrawl.config import load_config
     from recrawl.spark import find_jars
@@ -85,6 +107,19 @@ def main() -> int:
                 results.setdefault(("crawler init (new home)", side), []).append(run(["init"], env))
                 results.setdefault(("crawler sql --engine spark", side), []).append(
                     run(["sql", QUERY, "--engine", "spark", "--format", "csv"], env))
+                if web is None:
+                    continue
+                web.reset_state()
+                conf = Path(tmp) / f"{side}-{i}.toml"
+                conf.write_text(config_toml(demo_config(home)))
+                seeds = Path(tmp) / "seeds.txt"
+                urls = [u for site in web.world.sites for u in web.truth.pages(site.name)]
+                seeds.write_text("\n".join(urls) + "\n")
+                env = dict(env, RECRAWL_CONFIG=str(conf))
+                results.setdefault((f"crawler inject ({len(urls)} URLs)", side), []).append(
+                    run(["inject", str(seeds), "--date", "2026-11-01"], env))
+                results.setdefault(("crawler round (one day)", side), []).append(
+                    run(["round", "--date", "2026-11-01"], env))
     print(f"archive: {archive} ({archive.stat().st_size / 2**20:.0f} MiB); medians of {args.pairs} "
           f"runs per side, alternating; load average at the end {os.getloadavg()[0]:.1f}")
     print(f"{key}: {pair[0]} against {pair[1]}")
