@@ -35,13 +35,12 @@ def mode(cfg: Config) -> str:
 
 
 def local_bytes(location: str) -> int | None:
-    """Bytes of the files under a local `location` (every Delta version still on disk); None
-    when it is remote (cannot be sized without a JVM) or does not exist."""
+    """Bytes of the files under a local `location` (every Delta version still on disk; 0 when
+    nothing is there yet, as in a new crawl home); None when it is remote (cannot be sized
+    without a JVM)."""
     if "://" in location and not location.startswith("file://"):
         return None
     root = Path(location.removeprefix("file://"))
-    if not root.is_dir():
-        return None
     total = 0
     for folder, _, files in os.walk(root):
         for name in files:
@@ -60,12 +59,8 @@ def quick(cfg: Config, short_lived: bool) -> bool:
         return value == "quick"
     if not short_lived:
         return False
-    # A new crawl home (no crawldb yet) is the smallest crawl there is.
-    home = cfg.home
-    if "://" in home and not home.startswith("file://"):
-        return False
     size = local_bytes(cfg.table_path("crawldb"))
-    return (size or 0) < cfg.get("spark.codegen_min_mb") * 2**20
+    return size is not None and size < cfg.get("spark.codegen_min_mb") * 2**20
 
 
 def with_jit(options: str, cfg: Config, short_lived: bool) -> str:
