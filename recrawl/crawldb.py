@@ -74,7 +74,7 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
       WHEN s.fetch_status IN ({transient})
         THEN {_after(now_sql, int(u['retry_interval_days'] * DAY))}
       WHEN s.fetch_status = 'robots_denied'
-        THEN {_after(now_sql, int(cfg.get('fetcher.robots_ttl_s')))}
+        THEN {_after(now_sql, int(u['retry_denied_interval_days'] * DAY))}
       ELSE {now_sql} END"""
     fetched = "s.fetch_status = 'fetched'"
     new_payload = f"{fetched} AND s.warc_type = 'response'"

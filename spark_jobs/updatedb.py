@@ -7,7 +7,7 @@ writes it (`apply_round`), with the transitions of recrawl/crawldb_rules.next_st
   not_modified             -> fetched (no change recorded)
   redirect                 -> redirect_perm (301/308) / redirect_temp; the target is added
   gone (404/410)           -> gone, retried after retry_gone_interval_days
-  robots_denied            -> robots_denied, re-checked after the robots TTL
+  robots_denied            -> robots_denied, re-checked after retry_denied_interval_days
   http_error, timeout, dns_error, connect_error
                            -> retries + 1, `failed` once retries reach max_retries
   too_large, filtered_type -> failed

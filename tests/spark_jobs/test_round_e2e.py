@@ -107,6 +107,10 @@ def test_hostile_hosts_get_the_right_statuses(spark, crawl):
     assert "gone" in by_host.get("errors.sim.test", set())
     db = {r["url"]: r for r in _rows(spark, cfg, "crawldb")}
     assert any(r["status"] == "gone" for r in db.values())
+    # a denied URL is parked, not handed out (and wasting a fetch-list slot) every round
+    denied = [r for r in db.values() if r["status"] == "robots_denied"]
+    parked = parse_date(START) + dt.timedelta(days=cfg.get("updatedb.retry_denied_interval_days"))
+    assert denied and all(r["next_fetch_time"] >= parked.replace(tzinfo=None) for r in denied)
     assert any(r["status"].startswith("redirect") for r in db.values())
     # a 304 on the recrawl of unchanged pages
     statuses = {r["fetch_status"] for r in fe}
