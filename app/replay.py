@@ -58,11 +58,11 @@ def wayback_bin() -> Path:
 
 def build_collection(cfg: Config, name: str = COLLECTION) -> Collection:
     """Create or bring up to date the pywb collection of every round's WARCs and index."""
-    home = cfg.home
-    if "://" in home:
-        raise ValueError(f"crawler replay reads local WARCs; the crawl home is {home}")
-    warc_root = Path(home) / "warc"
-    root = Path(home) / "replay"
+    home = cfg.local_home
+    if home is None:
+        raise ValueError(f"crawler replay reads local WARCs; the crawl home is {cfg.home}")
+    warc_root = home / "warc"
+    root = home / "replay"
     coll = root / "collections" / name
     archive, indexes = coll / "archive", coll / "indexes"
     archive.mkdir(parents=True, exist_ok=True)

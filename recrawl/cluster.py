@@ -19,7 +19,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from recrawl.config import PROJECT_ROOT, Config
+from recrawl.config import PROJECT_ROOT, Config, local_path
 
 ARCHIVE_HINT = "run `bash scripts/pack_env.sh` (or `RECRAWL_CLUSTER=1 bash scripts/setup.sh`)"
 DEFAULT_ARCHIVE = ".cache/cluster-env/recrawl-env.tar.gz"
@@ -89,7 +89,7 @@ def check_shared_home(cfg: Config) -> None:
 
     master = str(cfg.get("spark.master"))
     home = str(cfg.get("crawl.home"))
-    remote = "://" in home and not home.startswith("file:")
+    remote = local_path(home) is None
     if is_local(master) or remote or cfg.get("crawl.home_shared") or is_loopback(master):
         return
     raise EnvironmentProblem(

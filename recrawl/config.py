@@ -21,6 +21,17 @@ ENV_PREFIX = "RECRAWL_"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+def local_path(location: str) -> Path | None:
+    """The local folder a location names (a plain path, file:/... or file:///...); None for a
+    remote store (s3a://, hdfs://, ...), which only a JVM or an object-store client can read."""
+    if location.startswith("file:"):
+        rest = location[len("file:"):]
+        return Path(rest[2:] if rest.startswith("//") else rest)
+    if "://" in location:
+        return None
+    return Path(location).expanduser()
+
+
 class ConfigError(ValueError):
     """A configuration problem a person can fix; the message says which key and how."""
 
@@ -129,6 +140,11 @@ class Config:
         if "://" in home:
             return home.rstrip("/")
         return str(Path(home).expanduser().resolve())
+
+    @property
+    def local_home(self) -> Path | None:
+        """The crawl home as a local folder; None when it is on object storage."""
+        return local_path(self.home)
 
     def table_path(self, table: str) -> str:
         return f"{self.home}/tables/{table}"

@@ -29,9 +29,8 @@ import os
 import re
 import sys
 from collections.abc import Iterable
-from pathlib import Path
 
-from recrawl.config import Config
+from recrawl.config import Config, local_path
 from recrawl.sqlshell import emit
 
 # The contract tables (recrawl.schemas.TABLES) named without importing pyspark: on object
@@ -140,13 +139,12 @@ def fast_path_reason(cfg: Config, query: str) -> str | None:
 
 
 def is_local_home(cfg: Config) -> bool:
-    home = cfg.home
-    return "://" not in home or home.startswith("file://")
+    return cfg.local_home is not None
 
 
 def _storage_options(location: str) -> dict[str, str] | None:
     """delta-rs options for object storage, from the usual AWS_* environment (None locally)."""
-    if "://" not in location or location.startswith("file://"):
+    if local_path(location) is not None:
         return None
     keys = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
             "AWS_ENDPOINT_URL", "AWS_ALLOW_HTTP", "AWS_S3_ALLOW_UNSAFE_RENAME")
@@ -163,8 +161,9 @@ def _delta_uri(location: str) -> str:
 
 def table_names(cfg: Config) -> list[str]:
     """Tables present under the crawl home (every Delta folder locally; the contract remotely)."""
-    if is_local_home(cfg):
-        root = Path(cfg.home.removeprefix("file://")) / "tables"
+    local = cfg.local_home
+    if local is not None:
+        root = local / "tables"
         if not root.is_dir():
             return []
         return sorted(p.name for p in root.iterdir() if (p / "_delta_log").is_dir())

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from recrawl.config import Config, ConfigError
+from recrawl.config import Config, ConfigError, local_path
 
 MODES = ("auto", "quick", "full")
 QUICK = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -38,9 +38,9 @@ def local_bytes(location: str) -> int | None:
     """Bytes of the files under a local `location` (every Delta version still on disk; 0 when
     nothing is there yet, as in a new crawl home); None when it is remote (cannot be sized
     without a JVM)."""
-    if "://" in location and not location.startswith("file://"):
+    root = local_path(location)
+    if root is None:
         return None
-    root = Path(location.removeprefix("file://"))
     total = 0
     for folder, _, files in os.walk(root):
         for name in files:

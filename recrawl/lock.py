@@ -28,6 +28,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from recrawl.config import local_path
+
 LOCK_NAME = "crawler.lock"
 
 
@@ -37,9 +39,8 @@ class LockHeld(RuntimeError):
 
 def lock_path(home: str) -> Path | None:
     """The lock file of a local crawl home; None for object-store homes (no lock there)."""
-    if "://" in home and not home.startswith("file://"):
-        return None
-    return Path(home.removeprefix("file://")) / LOCK_NAME
+    root = local_path(home)
+    return None if root is None else root / LOCK_NAME
 
 
 def _start_time(pid: int) -> float | None:

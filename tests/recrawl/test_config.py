@@ -75,3 +75,19 @@ def test_overrides_validate():
     assert cfg.get("generate.top_n") == 5
     with pytest.raises(ConfigError):
         cfg.with_overrides({"generate.top_m": 5})
+
+
+def test_local_path_names_the_folder_of_plain_and_file_locations_only(tmp_path):
+    from pathlib import Path
+
+    from recrawl.config import local_path
+
+    assert local_path("/data/crawl") == Path("/data/crawl")
+    assert local_path("file:///data/crawl") == Path("/data/crawl")
+    assert local_path("file:/data/crawl") == Path("/data/crawl")
+    assert local_path("~/crawl") == Path.home() / "crawl"
+    for remote in ("s3a://bucket/crawl", "hdfs://nn:8020/crawl", "s3://b/c"):
+        assert local_path(remote) is None
+    # the crawl home: one property, used by the lock, the SQL fast path, the JIT choice, replay
+    assert load_config(environ={"RECRAWL_CRAWL__HOME": str(tmp_path)}).local_home == tmp_path
+    assert load_config(environ={"RECRAWL_CRAWL__HOME": "s3a://b/crawl"}).local_home is None
