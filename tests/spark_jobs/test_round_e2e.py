@@ -118,6 +118,31 @@ def test_hostile_hosts_get_the_right_statuses(spark, crawl):
     assert web  # keep fixture alive
 
 
+def test_every_revisit_enters_the_change_history_the_estimate_reads(spark, crawl):
+    # One entry per successful revisit, in round order: the history is the estimator's only
+    # input (a window rule that emptied it left every estimate at the prior, unnoticed).
+    cfg = crawl["cfg"]
+    fetches = {}
+    for r in sorted(_rows(spark, cfg, "fetches"), key=lambda r: r["round_id"]):
+        fetches.setdefault(r["url"], []).append(r["fetch_status"])
+    db = {r["url"]: r for r in _rows(spark, cfg, "crawldb")}
+    revisited = {u: s for u, s in fetches.items()
+                 if len(s) >= 2 and set(s) <= {"fetched", "not_modified"}}
+    assert len(revisited) >= 10
+    for url, statuses in revisited.items():
+        history = db[url]["change_history"]
+        assert len(history) == len(statuses) - 1, (url, statuses, history)
+        for visit, status in zip(history, statuses[1:], strict=True):
+            assert visit["interval_d"] > 0
+            if status == "not_modified":
+                assert visit["changed"] is False
+    # the schedule step's estimate follows the history: below the prior's mean for a page
+    # every revisit found unchanged (it stayed at the prior while the histories were empty)
+    prior = cfg.get("schedule.prior_mean")
+    steady = [u for u in revisited if not any(v["changed"] for v in db[u]["change_history"])]
+    assert steady and all(db[u]["change_rate"] < prior for u in steady)
+
+
 def test_server_saw_no_politeness_or_robots_violation(crawl):
     from simweb.audit import politeness_violations, robots_violations
 
