@@ -128,6 +128,18 @@ class AirflowStack:
             retried = True
             time.sleep(3)
 
+    def resubmit_backfill(self, body: dict) -> int:
+        """`POST /api/v2/backfills` once more, for a wait that found its backfill gone.
+
+        The answer is only the HTTP status: 409 means a backfill is active after all (the read
+        that found none raced a creation or its clean-up; CI saw exactly that), 503 the SQLite
+        write lock again; either way the caller polls on and decides on its next look.
+        """
+        status, text = self._call("POST", "/api/v2/backfills", body)
+        if status not in (200, 201, 409, 503):
+            raise AssertionError(f"POST /api/v2/backfills: HTTP {status}: {text[:2000]}")
+        return status
+
     def active_backfills(self, dag_id: str) -> list[dict]:
         """The DAG's backfills not completed yet."""
         out = self.api("GET", f"/api/v2/backfills?dag_id={dag_id}")["backfills"]

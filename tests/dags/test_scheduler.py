@@ -197,7 +197,9 @@ def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dic
     the new backfill id) and the backfill, so the retried creation makes them again under the
     same run id; in between, the run is gone (CI saw a 404 for it). When a day's run is missing
     and no backfill is active any more (CI once saw the retry answered 409 by the clean-up's
-    backfill, which then vanished), the form is submitted again, as its user would.
+    backfill, which then vanished), the form is submitted again, as its user would; a 409 to
+    that (CI's next failure: a backfill was active again between the read and the post) only
+    means "keep waiting".
     """
     bid = backfill["id"]
     stack.wait_for("the first backfill to be marked complete",
@@ -216,7 +218,7 @@ def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dic
     def done():
         runs = {r["logical_date"]: r for r in stack.dag_runs("crawl_cycle")}
         if any(day not in runs for day in queued) and not stack.active_backfills("crawl_cycle"):
-            stack.create_backfill(form)  # the clean-up deleted runs and backfill: submit again
+            stack.resubmit_backfill(form)  # the clean-up deleted runs and backfill: submit again
             return None
         out = {}
         for day, first in queued.items():
