@@ -30,13 +30,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow.sdk import DAG, CronTriggerTimetable, task
+from airflow.sdk import task
 from recrawl_airflow import (
     CRAWLDB,
-    DEFAULT_ARGS,
     STEPS,
-    TAGS,
     crawler_command,
+    recrawl_dag,
     round_complete_check,
     round_params,
     round_settings,
@@ -61,17 +60,13 @@ def _step(step: str):
     return command
 
 
-with DAG(
-    dag_id="crawl_cycle",
+with recrawl_dag(
+    "crawl_cycle",
     description="One crawl round per day: generate, fetch, parse, dedup, updatedb, schedule",
     doc_md=__doc__,
-    schedule=CronTriggerTimetable("0 0 * * *", timezone="UTC"),
-    start_date=dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
-    catchup=False,
-    max_active_runs=1,
-    default_args=DEFAULT_ARGS,
+    schedule="0 0 * * *",
     params=round_params(),
-    tags=[*TAGS, "crawl"],
+    tag="crawl",
 ) as dag:
     previous = task.bash(task_id="check_round", execution_timeout=dt.timedelta(minutes=15))(_check_round)()
     for step in STEPS:

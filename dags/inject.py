@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow.sdk import DAG, Param, task
-from recrawl_airflow import DEFAULT_ARGS, TAGS, crawler_command, run_date
+from airflow.sdk import Param, task
+from recrawl_airflow import crawler_command, recrawl_dag, run_date
 
 
 def _init(**context) -> str:
@@ -25,20 +25,16 @@ def _inject(**context) -> str:
     return crawler_command(["inject", context["params"]["seeds"], "--date", run_date(context)])
 
 
-with DAG(
-    dag_id="inject",
+with recrawl_dag(
+    "inject",
     description="Create the tables if needed and merge a seed file into crawldb",
     doc_md=__doc__,
     schedule=None,
-    start_date=dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
-    catchup=False,
-    max_active_runs=1,
-    default_args=DEFAULT_ARGS,
     params={
         "seeds": Param("seeds.txt", type="string", minLength=1, title="seeds",
                        description="Seed file: one URL per line, # comments allowed."),
     },
-    tags=[*TAGS, "seeds"],
+    tag="seeds",
 ) as dag:
     task.bash(task_id="init", execution_timeout=dt.timedelta(minutes=15))(_init)() >> task.bash(
         task_id="inject", execution_timeout=dt.timedelta(minutes=30)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow.sdk import DAG, CronTriggerTimetable, Param, task
-from recrawl_airflow import DEFAULT_ARGS, TAGS, crawler_command, run_date
+from airflow.sdk import Param, task
+from recrawl_airflow import crawler_command, recrawl_dag, run_date
 
 TASKS = {"warc_retention": "warc", "optimize": "optimize", "vacuum": "vacuum"}
 
@@ -37,22 +37,18 @@ def _step(task_id: str, step: str):
     return command
 
 
-with DAG(
-    dag_id="maintenance",
+with recrawl_dag(
+    "maintenance",
     description="Weekly: WARC retention, OPTIMIZE (crawldb Z-ordered by host), VACUUM",
     doc_md=__doc__,
-    schedule=CronTriggerTimetable("0 3 * * 0", timezone="UTC"),
-    start_date=dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
-    catchup=False,
-    max_active_runs=1,
-    default_args=DEFAULT_ARGS,
+    schedule="0 3 * * 0",
     params={
         "retain_hours": Param(168.0, type="number", minimum=168, title="retain_hours",
                               description="VACUUM retention in hours (at least 168 = 7 days)."),
         "warc_retention_days": Param(90.0, type="number", minimum=1, title="warc_retention_days",
                                      description="Keep WARC folders of rounds younger than this."),
     },
-    tags=[*TAGS, "maintenance"],
+    tag="maintenance",
 ) as dag:
     previous = None
     for task_id, step in TASKS.items():

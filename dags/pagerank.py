@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow.sdk import DAG, Param, task
-from recrawl_airflow import CRAWLDB, DEFAULT_ARGS, SCORES, TAGS, crawler_command, run_date
+from airflow.sdk import Param, task
+from recrawl_airflow import CRAWLDB, SCORES, crawler_command, recrawl_dag, run_date
 
 
 def _pagerank(**context) -> str:
@@ -23,19 +23,15 @@ def _pagerank(**context) -> str:
     return crawler_command(["pagerank", "--date", run_date(context)], [f"pagerank.max_iterations={n}"])
 
 
-with DAG(
-    dag_id="pagerank",
+with recrawl_dag(
+    "pagerank",
     description="PageRank over the link graph after crawl rounds (asset crawl://crawldb)",
     doc_md=__doc__,
     schedule=[CRAWLDB],
-    start_date=dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
-    catchup=False,
-    max_active_runs=1,
-    default_args=DEFAULT_ARGS,
     params={
         "max_iterations": Param(20, type="integer", minimum=1, maximum=200, title="max_iterations",
                                 description="Power iterations at most (pagerank.max_iterations)."),
     },
-    tags=[*TAGS, "rank"],
+    tag="rank",
 ) as dag:
     task.bash(task_id="pagerank", execution_timeout=dt.timedelta(hours=2), outlets=[SCORES])(_pagerank)()

@@ -29,7 +29,7 @@ import io
 import socket
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import UTC, datetime
 
 import certifi
@@ -165,19 +165,19 @@ class ConnectError(Exception):
     """The TCP (or TLS) connection could not be made."""
 
 
+@dataclass(eq=False)  # identity equality: one object per live connection
 class HostConnection:
     """The single keep-alive connection to one host, made to its checked address."""
 
-    def __init__(self, scheme: str, hostname: str, port: int, ip: str, guard: SSRFGuard, *,
-                 connect_timeout: float, read_timeout: float):
-        self.scheme = scheme
-        self.hostname = hostname
-        self.port = port
-        self.ip = ip
-        self.guard = guard
-        self.connect_timeout = connect_timeout
-        self.read_timeout = read_timeout
-        self._conn: _HTTPConnection | _HTTPSConnection | None = None
+    scheme: str
+    hostname: str
+    port: int
+    ip: str
+    guard: SSRFGuard
+    _: KW_ONLY
+    connect_timeout: float
+    read_timeout: float
+    _conn: _HTTPConnection | _HTTPSConnection | None = field(default=None, init=False, repr=False)
 
     @property
     def host_header(self) -> str:

@@ -183,24 +183,28 @@ class Update:
 
 
 @dataclass(frozen=True)
-class UpdateAll:
-    when: str | None = None
-
-
-@dataclass(frozen=True)
-class Delete:
-    when: str | None = None
-
-
-@dataclass(frozen=True)
 class Insert:
     values: Mapping[str, str]
     when: str | None = None
 
 
 @dataclass(frozen=True)
-class InsertAll:
+class _Conditional:
+    """A clause that takes nothing but its optional condition."""
+
     when: str | None = None
+
+
+class UpdateAll(_Conditional):
+    """WHEN MATCHED: every column from the source."""
+
+
+class Delete(_Conditional):
+    """WHEN MATCHED: delete the table's row."""
+
+
+class InsertAll(_Conditional):
+    """WHEN NOT MATCHED: insert the source row as it is."""
 
 
 Clause = Update | UpdateAll | Delete | Insert | InsertAll

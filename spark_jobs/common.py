@@ -8,25 +8,19 @@ from recrawl.config import Config
 from recrawl.linkfilter import LinkFilterRules
 from recrawl.urlnorm import DEFAULT_RULES, NormalizeRules
 
+# The configuration keys each rule object takes from its section (the rest keep their defaults).
+NORMALIZE_KEYS = ("strip_tracking_params", "strip_session_ids", "sort_query", "drop_fragment")
+FILTER_KEYS = ("max_url_length", "max_query_params", "max_path_depth", "max_repeated_segment")
+
 
 def norm_rules(cfg: Config) -> NormalizeRules:
     u = cfg.section("urlnorm")
-    return NormalizeRules(
-        strip_tracking_params=u["strip_tracking_params"],
-        strip_session_ids=u["strip_session_ids"],
-        sort_query=u["sort_query"],
-        drop_fragment=u["drop_fragment"],
-    ) if u else DEFAULT_RULES
+    return NormalizeRules(**{k: u[k] for k in NORMALIZE_KEYS}) if u else DEFAULT_RULES
 
 
 def filter_rules(cfg: Config) -> LinkFilterRules:
     p = cfg.section("parse")
-    return LinkFilterRules(
-        max_url_length=p["max_url_length"],
-        max_query_params=p["max_query_params"],
-        max_path_depth=p["max_path_depth"],
-        max_repeated_segment=p["max_repeated_segment"],
-    )
+    return LinkFilterRules(**{k: p[k] for k in FILTER_KEYS})
 
 
 def naive_utc(t: dt.datetime) -> dt.datetime:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import Asset, Param
+from airflow.sdk import DAG, Asset, CronTriggerTimetable, Param
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CRAWLER = str(REPO / ".venv" / "bin" / "crawler")
@@ -53,6 +53,31 @@ DEFAULT_ARGS: dict[str, Any] = {
     # as in the README's commands; BashOperator would otherwise run in a fresh temporary folder.
     "cwd": str(REPO),
 }
+
+# Every recrawl DAG starts here; none catches up on missed intervals (backfill them explicitly).
+START_DATE = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+
+
+def recrawl_dag(dag_id: str, *, description: str, doc_md: str | None, schedule: Any,
+                params: Mapping[str, Any], tag: str) -> DAG:
+    """A DAG with the settings every recrawl DAG shares: one active run, the shared task defaults
+    (pool, retries, working directory), no catch-up, the `recrawl` tag plus `tag`.
+
+    `schedule` is a cron expression in UTC (a run for interval D starts at D: the round of day D
+    crawls as of D), or anything Airflow takes as one (assets, None)."""
+    return DAG(
+        dag_id=dag_id,
+        description=description,
+        doc_md=doc_md,
+        schedule=CronTriggerTimetable(schedule, timezone="UTC") if isinstance(schedule, str) else schedule,
+        start_date=START_DATE,
+        catchup=False,
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,
+        params=dict(params),
+        tags=[*TAGS, tag],
+    )
+
 
 _SETTING = re.compile(r"^[a-z_]+\.[a-z0-9_]+=.*$", re.S)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
