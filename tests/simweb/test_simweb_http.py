@@ -26,6 +26,7 @@ def test_keep_alive_and_log_fields(web: SimWeb, client: Client) -> None:
         r.read()
         assert r.getheader("Connection") != "close" and r.getheader("Date")
     c.close()
+    _logged_paths(web, until="/nope")  # logged once its response is written
     log = web.request_log()
     assert [e["path"] for e in log] == ["/robots.txt", "/", "/p/1.html", "/nope"]
     assert [e["status"] for e in log] == [200, 200, 200, 404]
@@ -49,7 +50,20 @@ def test_head_query_and_requests_session(web: SimWeb, client: Client) -> None:
         )
         assert r.status_code == 200 and "charset=utf-8" in r.headers["Content-Type"]
         assert r.headers["Server"] == "simweb/1.0"
-    assert web.request_log()[-1]["path"] == "/p/2.html?utm_source=x"
+    # The server logs an exchange once its response is written, so the client can see the
+    # response first (and the HEAD above can even be logged after clear_log): wait for the entry.
+    paths = _logged_paths(web, until="/p/2.html?utm_source=x")
+    assert "/p/2.html?utm_source=x" in paths and not any("#" in p for p in paths)
+
+
+def _logged_paths(web: SimWeb, until: str, timeout: float = 10.0) -> list[str]:
+    """The request log's paths, once `until` is among them (or the timeout passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        paths = [e["path"] for e in web.request_log()]
+        if until in paths or time.monotonic() > deadline:
+            return paths
+        time.sleep(0.01)
 
 
 def test_control_endpoint_from_another_client(web: SimWeb) -> None:
