@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from app.daemon import stop_all
 from app.demo import demo_config, summary
 from recrawl.config import PROJECT_ROOT, Config, load_config
 from recrawl.spark import get_spark
@@ -43,9 +44,6 @@ ROUND_PARAMS = {
     "partitions": "generate.partitions",
     "time_budget_s": "fetcher.time_budget_s",
 }
-# Every task starts a fresh Spark driver for a job of seconds to minutes: C1-only JIT and the serial
-# GC get going sooner and leave two cores to the work rather than to C2 compiler and GC threads.
-SHORT_LIVED_DRIVER = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 STEP_LINE = re.compile(r"\]\s+((?:generate|fetch|parse|dedup|updatedb|schedule) \w+: .*?)\s+\[airflow")
 
 
@@ -166,8 +164,10 @@ def main(argv: list[str] | None = None) -> int:
           f"on 127.0.0.1:{port}", flush=True)
     failed: list[str] = []
     try:
+        # Tasks hand their verbs to one warm driver (spark.driver_daemon "auto" under Airflow,
+        # app/daemon.py), kept in the demo's folder and stopped at the end.
         cfg = demo_config(home, **{"fetcher.time_budget_s": args.time_budget, "spark.shuffle_partitions": 2,
-                                   "spark.extra": SHORT_LIVED_DRIVER})
+                                   "spark.driver_daemon_dir": str(home / "driver")})
         config_file = home / "recrawl.toml"
         config_file.write_text(config_toml(cfg), encoding="utf-8")
         seeds = home / "seeds.txt"
@@ -207,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         web.terminate()
         web.wait(timeout=30)
+        stop_all(cfg)
 
     print()
     spark = get_spark(cfg, "recrawl-demo-summary")

@@ -14,6 +14,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from app import daemon
 from recrawl.config import Config, ConfigError, load_config, parse_value
 from recrawl.rounds import STEPS, BadInput, check_round_id, parse_date, record_step, round_id_for
 
@@ -106,6 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", default="crawl-report.html", help="HTML file to write")
     rep.add_argument("--top", type=int, default=15, help="rows in the top-N charts and tables")
     add("status", help="tables, row counts and the last round")
+    dm = add("daemon", help="the warm drivers of spark.driver_daemon: list them or stop them")
+    dm.add_argument("action", choices=("status", "stop"))
     rp = add("replay", help="browse the captures in pywb on 127.0.0.1 (collection "
                      "built from the rounds' WARCs and CDXJ indexes)")
     rp.add_argument("--port", type=int, default=8090,
@@ -186,12 +189,32 @@ def _cmd(args: argparse.Namespace) -> int:
     _validate(args, cfg)
     if args.verb == "round" and args.check:
         return _check_round(cfg, args.round_id)
+    if args.verb == "daemon":
+        return _daemon(args, cfg)
+    if args.verb in WRITING_VERBS and daemon.wanted(cfg):
+        rc = daemon.forward(args.argv, cfg, args.verb)
+        if rc is not None:
+            return rc
     if args.verb in WRITING_VERBS:
         from recrawl.lock import crawl_lock  # lazy: keeps crawler startup fast
 
         with crawl_lock(cfg.home, args.verb, float(cfg.get("crawl.lock_wait_s"))):
             return _dispatch(args, cfg)
     return _dispatch(args, cfg)
+
+
+def _daemon(args: argparse.Namespace, cfg: Config) -> int:
+    """`crawler daemon status|stop` for the daemons of this configuration's folder."""
+    if args.action == "stop":
+        print(f"stopped {daemon.stop_all(cfg)} driver daemon(s) in {daemon.daemon_dir(cfg)}")
+        return 0
+    found = daemon.daemons(cfg)
+    for d in found:
+        since = dt.datetime.fromtimestamp(d["since"], dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        print(f"pid {d['pid']}: up since {since}, {d['served']} verbs served, {d['socket']}")
+    if not found:
+        print(f"no driver daemon in {daemon.daemon_dir(cfg)}")
+    return 0
 
 
 def steps_done(spark, cfg: Config, round_id: str) -> list[str]:
@@ -391,7 +414,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _merge_globals(_parser().parse_args(argv))
+    args.argv = argv
     try:
         return _cmd(args)
     except _user_errors() as exc:

@@ -34,6 +34,8 @@ from recrawl.lock import note_jvm
 
 SETUP_HINT = "run `bash scripts/setup.sh` (it creates .venv and fetches the jars with Maven)"
 MIN_JAVA = 17
+# True in a process that runs many verbs in one session (app/daemon.py): never a short-lived driver.
+LONG_LIVED = False
 
 
 class EnvironmentProblem(RuntimeError):
@@ -236,7 +238,11 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False,
     (`spark.driver_jit`, recrawl/jit.py).
     """
     jars = check_environment(cfg)
+    from pyspark import SparkContext  # lazy: pyspark
     from pyspark.sql import SparkSession  # lazy: pyspark
+
+    short_lived = short_lived and not LONG_LIVED
+    running = SparkContext._active_spark_context is not None  # static settings are fixed then
 
     submitted = submitted_master()
     builder = SparkSession.builder.appName(app_name or cfg.get("spark.app_name"))
@@ -274,7 +280,7 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False,
         # `python3` is first on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.config("spark.ui.enabled", "false")
-    elif not submitted:  # (under spark-submit, its --archives and --py-files did this)
+    elif not submitted and not running:  # (under spark-submit, its --archives and --py-files did this)
         # Any other master: the executors get the environment archive and the project's code
         # (recrawl/cluster.py); the zip lives as long as this process.
         work = tempfile.mkdtemp(prefix="recrawl-submit-")
@@ -300,9 +306,7 @@ def get_spark(cfg: Config, app_name: str | None = None, quiet: bool = False,
         builder = builder.config(key, value)
     if quiet:
         quiet_spark_logs()
-        from pyspark import SparkContext  # lazy: pyspark
-
-        if SparkContext._active_spark_context is None:  # a JVM to start: capture its stderr
+        if not running:  # a JVM to start: capture its stderr
             restore = _capture_jvm_stderr()
             try:
                 spark = builder.getOrCreate()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from app.airflow_demo import SHORT_LIVED_DRIVER, config_toml, round_conf, step_lines
+from app.airflow_demo import config_toml, round_conf, step_lines
 from app.demo import demo_config
 from recrawl.config import load_config
 
 
 def test_the_config_file_reproduces_the_demo_configuration(tmp_path):
-    cfg = demo_config(tmp_path / "home", **{"spark.extra": SHORT_LIVED_DRIVER})
+    cfg = demo_config(tmp_path / "home", **{"spark.extra": {"spark.driver.extraJavaOptions": "-XX:+UseSerialGC"},
+                                            "spark.driver_daemon_dir": str(tmp_path / "driver")})
     path = tmp_path / "recrawl.toml"
     path.write_text(config_toml(cfg), encoding="utf-8")
     loaded = load_config(path, environ={})

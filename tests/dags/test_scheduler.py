@@ -79,20 +79,21 @@ def deployment(request, tmp_path_factory):
 
 
 def _deployment(tmp: Path, spark: dict | None):
-    from app.airflow_demo import SHORT_LIVED_DRIVER, config_toml, start_simweb
+    from app.airflow_demo import config_toml, start_simweb
+    from app.daemon import stop_all
     from app.demo import demo_config
     from simweb.web import control
 
     web, port = start_simweb(free_port(18200, 18299), SITES, PAGES, tmp / "server-log.jsonl", tmp / "simweb.out")
-    stack = None
+    stack = cfg = None
     try:
         on_cluster = {} if spark is None else {
             "spark.master": spark["master"],
-            "spark.extra": {**SHORT_LIVED_DRIVER, "spark.ui.enabled": "false",
+            "spark.extra": {"spark.ui.enabled": "false",
                             "spark.executor.memory": "768m", "spark.cores.max": "2"}}
         cfg = demo_config(tmp / "crawl", **{
             "fetcher.time_budget_s": 12.0, "fetcher.min_delay_s": 0.2, "generate.max_per_host": 8,
-            "spark.shuffle_partitions": 2, "spark.extra": SHORT_LIVED_DRIVER, **on_cluster,
+            "spark.shuffle_partitions": 2, "spark.driver_daemon_dir": str(tmp / "driver"), **on_cluster,
         })
         config = tmp / "recrawl.toml"
         config.write_text(config_toml(cfg), encoding="utf-8")
@@ -109,6 +110,8 @@ def _deployment(tmp: Path, spark: dict | None):
     finally:
         if stack is not None:
             stack.stop()
+        if cfg is not None:
+            stop_all(cfg)  # the tasks' warm driver (app/daemon.py) would idle on for minutes
         web.terminate()
         web.wait(timeout=30)
 
@@ -122,6 +125,7 @@ def _all_done(stack: AirflowStack, dag_id: str, expected: int):
 def scenario(deployment):
     stack, cfg = deployment["stack"], deployment["cfg"]
     from app.airflow_demo import round_conf
+    from app.daemon import daemons
 
     t0 = time.monotonic()
     for dag_id in ("inject", "pagerank"):  # the UI's pause toggle
@@ -155,11 +159,12 @@ def scenario(deployment):
         for r in dag_runs:
             tis[(dag_id, r["dag_run_id"])] = stack.task_instances(dag_id, r["dag_run_id"])
     rerun, commits = _rerun_completed_days(stack, cfg, backfill)  # after: it re-runs the same runs
+    warm = daemons(cfg)
     print(f"\nscheduler scenario: {wall:.0f}s wall (inject, {len(runs)} crawl_cycle runs, "
           f"{len(pagerank)} pagerank runs)")
     return {"backfill": backfill, "while_paused": while_paused, "inject": inject_runs,
             "next_dagrun": before["next_dagrun_logical_date"], "runs": runs, "pagerank": pagerank,
-            "tis": tis, "wall_s": wall, "rerun": rerun, "commits": commits}
+            "tis": tis, "wall_s": wall, "rerun": rerun, "commits": commits, "daemons": warm}
 
 
 def _delta_commits(cfg) -> dict[str, int]:
@@ -277,6 +282,18 @@ def test_the_tasks_ran_where_the_configuration_says(deployment, scenario):
     master = ui_json(MASTER_UI)
     apps = master["completedapps"] + master["activeapps"]
     assert len(apps) >= len(DAYS) * 6, [a["name"] for a in apps]
+
+
+def test_a_local_masters_tasks_share_one_warm_driver(deployment, scenario):
+    # spark.driver_daemon "auto": every Spark task of a local[*] deployment was run by one warm
+    # driver (app/daemon.py): inject's two, six per round, pagerank's; none on the cluster.
+    warm = scenario["daemons"]
+    if deployment["cluster"] is not None:
+        assert warm == []
+        return
+    assert len(warm) == 1, warm
+    rounds = len(scenario["runs"])
+    assert warm[0]["served"] >= 2 + 6 * rounds + len(scenario["pagerank"]), warm
 
 
 def test_backfilling_completed_days_again_changes_nothing(scenario):
