@@ -211,7 +211,8 @@ def _daemon(args: argparse.Namespace, cfg: Config) -> int:
     found = daemon.daemons(cfg)
     for d in found:
         since = dt.datetime.fromtimestamp(d["since"], dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        print(f"pid {d['pid']}: up since {since}, {d['served']} verbs served, {d['socket']}")
+        doing = f"running `{d['busy']}`" if d.get("busy") else "idle"
+        print(f"pid {d['pid']}: up since {since}, {d['served']} verbs served, {doing}, {d['socket']}")
     if not found:
         print(f"no driver daemon in {daemon.daemon_dir(cfg)}")
     return 0

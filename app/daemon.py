@@ -21,7 +21,8 @@ fetch still runs in `mapPartitions` of a Spark session, and the step's code is t
   killing the verb's own driver would have stopped them; steps resume from what they committed.
 * **Idle daemons exit.** After `spark.driver_daemon_idle_s` without a client (default 15 min:
   longer than the gap between two tasks of a DAG run, shorter than a day), the daemon stops its
-  session and exits. `crawler daemon stop` stops them at once; `crawler daemon status` lists them.
+  session and exits. `crawler daemon stop` stops them (each after its current verb); `crawler
+  daemon status` lists them and what each runs, answered at once.
 * **Where:** `spark.driver_daemon` = "on", "off", or "auto" (the default): on for a verb run by an
   Airflow task (`AIRFLOW_CTX_DAG_ID` is set) with a local master; off otherwise -- a person's
   `crawler round` is one long session already, and on a cluster an idle daemon would hold its
@@ -185,6 +186,10 @@ def forward(argv: Sequence[str], cfg: Config, verb: str) -> int | None:
                 sys.stderr.flush()
             elif "rc" in msg:
                 return int(msg["rc"])
+            elif "refused" in msg:
+                print(f"crawler {verb}: driver daemon: {msg['refused']}; running in this process",
+                      file=sys.stderr)
+                return None
     print(f"crawler {verb}: the driver daemon ended before the verb did (log: {log_path})",
           file=sys.stderr)
     return DIED
@@ -262,9 +267,7 @@ def _watch_client(conn: socket.socket, done: threading.Event) -> None:
     from pyspark import SparkContext  # lazy: pyspark (the daemon has a session by now or none)
 
     sc = SparkContext._active_spark_context
-    # to the daemon's log: sys.stdout is the (gone) client's while its verb runs
-    print(f"{time.strftime('%H:%M:%S')} client gone: cancelling the verb's Spark jobs",
-          file=sys.__stdout__, flush=True)
+    _log("client gone: cancelling the verb's Spark jobs")
     if sc is not None:
         sc.cancelAllJobs()
 
@@ -276,9 +279,10 @@ def _run_verb(conn: socket.socket, request: dict) -> int:
     threading.Thread(target=_watch_client, args=(conn, done), daemon=True).start()
     out, err = _Frames(conn, "out"), _Frames(conn, "err")
     try:
-        with _as_client(request), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                rc = main(request["argv"])
+                with _as_client(request):
+                    rc = main(request["argv"])
             except SystemExit as exc:  # argparse's --help and usage errors
                 rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
             except BaseException:
@@ -289,8 +293,68 @@ def _run_verb(conn: socket.socket, request: dict) -> int:
     return rc
 
 
+def _log(text: str) -> None:
+    """A line in the daemon's log (its own stdout: sys.stdout is a client's while a verb runs)."""
+    print(f"{time.strftime('%H:%M:%S')} {text}", file=sys.__stdout__, flush=True)
+
+
+class _Daemon:
+    """Verbs one at a time (under `lock`); status and stop are answered at once, even mid-verb."""
+
+    def __init__(self, sock_path: Path, idle_s: float) -> None:
+        self.sock_path, self.idle_s = sock_path, idle_s
+        self.lock = threading.Lock()
+        self.started, self.served, self.busy = time.time(), 0, None
+        self.last_active, self.stopping, self.closed = time.monotonic(), False, False
+
+    def handle(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                request = next(_lines(conn), None)
+            except (OSError, ValueError):
+                return
+            if not request:
+                return
+            with contextlib.suppress(OSError):
+                if request.get("status"):
+                    _send(conn, {"pid": os.getpid(), "socket": str(self.sock_path), "since": self.started,
+                                 "served": self.served, "busy": self.busy})
+                elif request.get("stop"):
+                    self.stopping = True  # the main loop exits once no verb runs
+                    _send(conn, {"stopping": True})
+                elif "argv" in request:
+                    self.verb(conn, request)
+
+    def verb(self, conn: socket.socket, request: dict) -> None:
+        with self.lock:
+            if self.closed or self.stopping:
+                _send(conn, {"refused": "the daemon is stopping"})  # the client runs it itself
+                return
+            self.busy, t0 = " ".join(request["argv"]), time.monotonic()
+            try:
+                rc = _run_verb(conn, request)
+            finally:
+                self.served += 1
+                self.busy, self.last_active = None, time.monotonic()
+            _log(f"{' '.join(request['argv'])}: rc {rc}, {time.monotonic() - t0:.1f} s")
+            _send(conn, {"rc": rc})
+
+    def should_exit(self) -> bool:
+        """True (and no verb will start any more) when told to stop or idle long enough."""
+        if not self.lock.acquire(blocking=False):
+            return False  # a verb runs
+        try:
+            idle = time.monotonic() - self.last_active >= self.idle_s
+            if self.stopping or idle:
+                self.closed = True
+                _log("stopping on request" if self.stopping else f"idle for {self.idle_s:.0f} s: exiting")
+            return self.closed
+        finally:
+            self.lock.release()
+
+
 def serve(sock_path: Path, idle_s: float) -> None:
-    """Accept clients one at a time until idle for `idle_s` seconds or told to stop."""
+    """Serve clients until idle for `idle_s` seconds, told to stop, or sent SIGTERM."""
     import recrawl.spark  # lazy: only the daemon's process sets it; clients stay light
 
     recrawl.spark.LONG_LIVED = True  # many verbs: the full JIT pays back (recrawl/jit.py)
@@ -299,44 +363,22 @@ def serve(sock_path: Path, idle_s: float) -> None:
     server.bind(str(sock_path))
     inode = sock_path.stat().st_ino
     server.listen(16)
-    server.settimeout(idle_s)
-    started, served, stopping = time.time(), 0, False
+    server.settimeout(1.0)  # how often the main loop looks at stop and idle
 
     def on_term(signum, frame):  # noqa: ARG001 (signal handler signature)
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, on_term)
-    print(f"{time.strftime('%H:%M:%S')} daemon {os.getpid()} listening on {sock_path}", flush=True)
+    daemon = _Daemon(sock_path, idle_s)
+    _log(f"daemon {os.getpid()} listening on {sock_path}")
     try:
-        while not stopping:
+        while not daemon.should_exit():
             try:
                 conn, _ = server.accept()
             except TimeoutError:
-                print(f"{time.strftime('%H:%M:%S')} idle for {idle_s:.0f} s: exiting", flush=True)
-                break
-            with conn:
-                try:
-                    request = next(_lines(conn), None)
-                except (OSError, ValueError):
-                    continue
-                if request is None:
-                    continue
-                if request.get("status"):
-                    with contextlib.suppress(OSError):
-                        _send(conn, {"pid": os.getpid(), "socket": str(sock_path), "since": started,
-                                     "served": served})
-                elif request.get("stop"):
-                    with contextlib.suppress(OSError):
-                        _send(conn, {"stopping": True})
-                    stopping = True
-                elif "argv" in request:
-                    t0 = time.monotonic()
-                    rc = _run_verb(conn, request)
-                    served += 1
-                    with contextlib.suppress(OSError):
-                        _send(conn, {"rc": rc})
-                    print(f"{time.strftime('%H:%M:%S')} {' '.join(request['argv'])}: rc {rc}, "
-                          f"{time.monotonic() - t0:.1f} s", flush=True)
+                continue
+            daemon.last_active = time.monotonic()
+            threading.Thread(target=daemon.handle, args=(conn,), daemon=True).start()
     finally:
         with contextlib.suppress(OSError):
             if sock_path.stat().st_ino == inode:  # not a successor's socket

@@ -70,6 +70,34 @@ def test_an_edited_source_file_changes_the_code_stamp(tmp_path):
     assert daemon._code_stamp(tmp_path) != before
 
 
+def test_a_daemon_answers_status_and_stop_and_exits_when_idle(tmp_path):
+    """No verb, so no JVM: the daemon's own life cycle."""
+    cfg = load_config(environ={}).with_overrides({"spark.driver_daemon_dir": str(tmp_path)})
+    root = Path(__file__).parents[2]
+
+    def start(name: str, idle_s: float) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "app.daemon", str(tmp_path / name), str(idle_s)],
+                                cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_listening(name: str) -> None:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / name).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    idle = start("idle.sock", 2.0)
+    wait_listening("idle.sock")
+    [found] = daemon.daemons(cfg)
+    assert found["pid"] == idle.pid and found["served"] == 0 and found["busy"] is None
+    assert idle.wait(timeout=60) == 0  # no client for 2 s: it exits by itself
+    assert not (tmp_path / "idle.sock").exists()
+
+    told = start("told.sock", 600.0)
+    wait_listening("told.sock")
+    assert daemon.stop_all(cfg) == 1
+    assert told.wait(timeout=60) == 0
+    assert daemon.daemons(cfg) == [] and not list(tmp_path.glob("*.sock"))
+
+
 def _env(home: Path, drv: Path, config: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECRAWL_")}
     env.update({"RECRAWL_CONFIG": str(config), "RECRAWL_CRAWL__HOME": str(home),
@@ -91,7 +119,7 @@ def test_tasks_share_one_warm_driver_and_a_killed_client_cancels_its_verb(tmp_pa
     with SimWeb(seed=3, n_sites=2, pages_per_site=4, log_path=str(tmp_path / "server.jsonl")) as web:
         cfg = demo_config(tmp_path / "home", **{
             "spark.shuffle_partitions": 2, "spark.driver_daemon_dir": str(drv),
-            "fetcher.min_delay_s": 2.0, "fetcher.time_budget_s": 120.0, "generate.partitions": 1})
+            "fetcher.min_delay_s": 5.0, "fetcher.time_budget_s": 120.0, "generate.partitions": 1})
         config = tmp_path / "recrawl.toml"
         config.write_text(config_toml(cfg))
         seeds = tmp_path / "seeds.txt"
@@ -106,7 +134,7 @@ def test_tasks_share_one_warm_driver_and_a_killed_client_cancels_its_verb(tmp_pa
             assert inject.returncode == 0, inject.stderr
             assert "inject: lines=2" in inject.stdout
             status = _crawler(env, "daemon", "status")
-            assert status.stdout.count("pid ") == 1 and "2 verbs served" in status.stdout, status.stdout
+            assert status.stdout.count("pid ") == 1 and "2 verbs served, idle" in status.stdout, status.stdout
             pid = int(status.stdout.split()[1].rstrip(":"))
             assert "WARN" not in init.stderr + inject.stderr  # the JVM's output stays in the daemon's log
 
@@ -123,6 +151,8 @@ def test_tasks_share_one_warm_driver_and_a_killed_client_cancels_its_verb(tmp_pa
             deadline = time.monotonic() + 300
             while len(web.request_log()) < requests + 2 and time.monotonic() < deadline:
                 time.sleep(0.1)
+            busy = _crawler(env, "daemon", "status")  # answered mid-verb, not after it
+            assert "running `fetch --date 2026-11-01`" in busy.stdout, busy.stdout
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             log = next(drv.glob("*.log"))
@@ -140,7 +170,7 @@ def test_tasks_share_one_warm_driver_and_a_killed_client_cancels_its_verb(tmp_pa
             # polite across the cancelled attempt and the retry (the retry resumes: every host
             # waits its delay before its first request)
             delays = {h: min(web.truth.crawl_delay(h) or 0.0, 5.0) for h in web.hosts()}
-            assert politeness_violations(web.request_log(), 2.0, delays) == []
+            assert politeness_violations(web.request_log(), 5.0, delays) == []
             assert robots_violations(web.request_log(), web.truth, "recrawlbot") == []
         finally:
             stopped = _crawler(env, "daemon", "stop")
