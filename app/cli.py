@@ -411,7 +411,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from recrawl.tables import SchemaMismatch  # lazy: pyspark (via recrawl.tables)
 
     return (ConfigError, EnvironmentProblem, SchemaMismatch, BadInput, FileNotFoundError,
-            LockHeld, ValueError)
+            LockHeld, ValueError, daemon.UnsafeFolder)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -43,6 +43,8 @@ import json
 import os
 import signal
 import socket
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
@@ -105,11 +107,27 @@ def daemon_key(cfg: Config, environ: Mapping[str, str] | None = None) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+class UnsafeFolder(RuntimeError):
+    """The daemon folder is not this user's alone: its sockets would run anyone's verbs."""
+
+
 def daemon_dir(cfg: Config) -> Path:
+    """The folder of the daemons' sockets and logs, created private; refused unless it is owned
+    by this user and closed to others (whoever can connect runs verbs as this user)."""
     configured = str(cfg.get("spark.driver_daemon_dir"))
     path = Path(configured) if configured else Path(tempfile.gettempdir()) / f"recrawl-driver-{os.getuid()}"
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = path.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise UnsafeFolder(f"{path} must be a folder owned by uid {os.getuid()} with mode 0700 "
+                           f"(spark.driver_daemon_dir)")
     return path
+
+
+def _same_user(conn: socket.socket) -> bool:
+    """Is the peer of a Unix socket this user (SO_PEERCRED: pid, uid, gid)?"""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1] == os.getuid()
 
 
 def _send(conn: socket.socket, obj: dict) -> None:
@@ -167,7 +185,11 @@ def _start(sock_path: Path, log_path: Path, idle_s: float) -> socket.socket | No
 def forward(argv: Sequence[str], cfg: Config, verb: str) -> int | None:
     """Run `crawler argv` in the daemon for this configuration; its exit code, or None when no
     daemon could be reached (the caller then runs the verb itself)."""
-    root = daemon_dir(cfg)
+    try:
+        root = daemon_dir(cfg)
+    except UnsafeFolder as exc:
+        print(f"crawler {verb}: no driver daemon: {exc}; running in this process", file=sys.stderr)
+        return None
     key = daemon_key(cfg)
     sock_path, log_path = root / f"{key}.sock", root / f"{key}.log"
     conn = _connect(sock_path) or _start(sock_path, log_path, float(cfg.get("spark.driver_daemon_idle_s")))
@@ -309,6 +331,8 @@ class _Daemon:
 
     def handle(self, conn: socket.socket) -> None:
         with conn:
+            if not _same_user(conn):  # the folder is private; this is the second lock
+                return
             try:
                 request = next(_lines(conn), None)
             except (OSError, ValueError):

@@ -98,6 +98,20 @@ def test_a_daemon_answers_status_and_stop_and_exits_when_idle(tmp_path):
     assert daemon.daemons(cfg) == [] and not list(tmp_path.glob("*.sock"))
 
 
+def test_a_folder_others_can_enter_is_refused(tmp_path):
+    """Whoever can connect to a daemon runs verbs as its user: the folder must be private."""
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    cfg = load_config(environ={}).with_overrides({"spark.driver_daemon_dir": str(shared)})
+    with pytest.raises(daemon.UnsafeFolder, match="mode 0700"):
+        daemon.daemon_dir(cfg)
+    assert daemon.forward(["init"], cfg, "init") is None  # the verb then runs in its own driver
+    assert not list(shared.iterdir())
+    private = cfg.with_overrides({"spark.driver_daemon_dir": str(tmp_path / "new")})
+    assert (daemon.daemon_dir(private).stat().st_mode & 0o777) == 0o700
+
+
 def _env(home: Path, drv: Path, config: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECRAWL_")}
     env.update({"RECRAWL_CONFIG": str(config), "RECRAWL_CRAWL__HOME": str(home),
