@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"simulated web: seed 42, {args.sites} sites x {args.pages} pages (+ hostile hosts) "
           f"on 127.0.0.1:{port}", flush=True)
     failed: list[str] = []
+    cfg = None
     try:
         # Tasks hand their verbs to one warm driver (spark.driver_daemon "auto" under Airflow,
         # app/daemon.py), kept in the demo's folder and stopped at the end.
@@ -207,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         web.terminate()
         web.wait(timeout=30)
-        stop_all(cfg)
+        if cfg is not None:
+            stop_all(cfg)
 
     print()
     spark = get_spark(cfg, "recrawl-demo-summary")

@@ -217,30 +217,28 @@ def forward(argv: Sequence[str], cfg: Config, verb: str) -> int | None:
     return DIED
 
 
-def daemons(cfg: Config) -> list[dict]:
-    """The daemons in this configuration's daemon folder that answer: pid, key, since, served."""
-    found = []
+def _ask_each(cfg: Config, request: dict) -> list[dict]:
+    """Send `request` to every daemon of the folder that answers; their replies."""
+    replies = []
     for sock_path in sorted(daemon_dir(cfg).glob("*.sock")):
         conn = _connect(sock_path)
         if conn is None:
-            continue
+            continue  # a dead daemon's socket
         with conn:
-            _send(conn, {"status": True})
-            found.extend(msg for msg in _lines(conn) if "pid" in msg)
-    return found
+            _send(conn, request)
+            replies.extend(_lines(conn))
+    return replies
+
+
+def daemons(cfg: Config) -> list[dict]:
+    """The daemons in this configuration's daemon folder that answer: pid, socket, since, served,
+    busy (the verb running, or None)."""
+    return [msg for msg in _ask_each(cfg, {"status": True}) if "pid" in msg]
 
 
 def stop_all(cfg: Config) -> int:
     """Ask every daemon of the folder to exit (each ends its current verb first); how many."""
-    n = 0
-    for sock_path in sorted(daemon_dir(cfg).glob("*.sock")):
-        conn = _connect(sock_path)
-        if conn is None:
-            continue
-        with conn:
-            _send(conn, {"stop": True})
-            n += any("stopping" in msg for msg in _lines(conn))
-    return n
+    return sum(1 for msg in _ask_each(cfg, {"stop": True}) if "stopping" in msg)
 
 
 # ---------------------------------------------------------------------------------- server

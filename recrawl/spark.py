@@ -15,6 +15,7 @@ they do in the images of docker/Dockerfile.
 from __future__ import annotations
 
 import atexit
+import functools
 import glob
 import logging
 import os
@@ -53,6 +54,13 @@ def java_version(java: str | None = None) -> int:
             f"{MIN_JAVA} or 21: install OpenJDK 17 (apt-get install openjdk-17-jdk-headless) "
             "or set JAVA_HOME"
         )
+    return _java_major(java, Path(java).stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _java_major(java: str, mtime_ns: int) -> int:  # noqa: ARG001 (mtime_ns: a replaced binary is asked again)
+    """`java -version`, asked once per binary in a process: a driver daemon checks the
+    environment for every verb it runs, and each probe starts a JVM (~0.1 s)."""
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except OSError as exc:
