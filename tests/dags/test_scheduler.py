@@ -174,21 +174,21 @@ def _delta_commits(cfg) -> dict[str, int]:
     return {t: len(list(Path(cfg.table_path(t), "_delta_log").glob("*.json"))) for t in TABLES}
 
 
-def _wait_until_pagerank_settles(stack: AirflowStack, quiet_s: float = 90.0) -> None:
-    """Until every pagerank run is over and no new one has appeared for `quiet_s` seconds.
+def _wait_until_pagerank_settles(stack: AirflowStack) -> None:
+    """Until every crawl://crawldb asset event has made its pagerank run and every pagerank run
+    is over.
 
-    The last crawl_cycle run's asset event makes the scheduler queue one more pagerank run
-    a scheduler loop or two after it; that run writes scores, hosts and crawldb, which the
-    re-run's "no commit" check must not count (it once did, in a run under load).
+    The last crawl_cycle run's asset event makes the scheduler queue one more pagerank run a
+    scheduler loop or two after it; that run writes scores, hosts and crawldb, which the
+    re-run's "no commit" check must not count (it once did, in a run under load). The events
+    are read, not waited out: an event the scheduler has not yet turned into a run has no
+    `created_dagruns` (this replaced a 90 s quiet period).
     """
-    seen: dict[str, float] = {"n": -1, "since": time.monotonic()}
-
     def settled() -> bool:
+        events = stack.api("GET", "/api/v2/assets/events?limit=1000")["asset_events"]
+        pending = [e for e in events if e["uri"] == "crawl://crawldb" and not e["created_dagruns"]]
         runs = stack.dag_runs("pagerank")
-        if len(runs) != seen["n"] or not all(r["state"] in TERMINAL for r in runs):
-            seen["n"], seen["since"] = len(runs), time.monotonic()
-            return False
-        return time.monotonic() - seen["since"] >= quiet_s
+        return not pending and all(r["state"] in TERMINAL for r in runs)
 
     stack.wait_for("pagerank to settle", settled, WAIT)
 

@@ -8,16 +8,20 @@ the environment archive (scripts/pack_env.sh, `spark.archives`) and its code fro
 driver ships (`spark.submit.pyFiles`), as on a cluster of other machines (recrawl/cluster.py).
 Tables and WARCs are on s3a:// (moto's S3 server, test_s3a.py's fixture).
 
-* ``test_crawl_on_the_cluster``: `crawler init`, `inject`, two `round`s as subprocesses (each
-  its own Spark application) and `pagerank` through scripts/spark_submit.sh (client mode),
-  then: every fetch row was fetched by an executor (never "driver"), zero politeness and
-  robots violations in simweb's log, every fetch row points at a readable WARC record in the
-  bucket, and the same rows and statuses per URL as the same crawl in `local[*]` (run in this
-  process's Spark session, on the same web).
-* ``test_executor_killed_mid_fetch``: a third round; once the fetch's first requests reach the
-  web, one executor holding a fetch task is killed with SIGKILL. Spark runs the task again on
-  another executor; the round still ends with zero politeness violations across both attempts,
-  one fetches row per URL, the killed executor in no row, and every referenced WARC readable.
+One crawl for the module (the `cluster_crawl` fixture): `crawler init`, `inject`, two `round`s
+as subprocesses (each its own Spark application; an application here costs minutes of a
+loaded machine, so the fault rides on the second round instead of a round of its own) and
+`pagerank` through scripts/spark_submit.sh (client mode). In the second round, once the fetch's
+first requests reach the web, one executor that the driver's REST API shows running a task is
+killed with SIGKILL; Spark runs the task again on another executor.
+
+* ``test_crawl_on_the_cluster``: every fetch row was fetched by an executor (never "driver"),
+  zero politeness and robots violations in simweb's log, every fetch row points at a readable
+  WARC record in the bucket, and the same rows and statuses per URL as the same crawl in
+  `local[*]` (run in this process's Spark session, on the same web, with no executor killed).
+* ``test_executor_killed_mid_fetch``: the killed round still ended with zero politeness
+  violations across both attempts, one fetches row per URL, the killed executor in no row, and
+  every referenced WARC readable.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # This helper's port range (master, its web UI, workers, driver and block manager ports).
 MASTER_PORT, MASTER_UI, DRIVER_UI = 17077, 17080, 17040
 WORKER_PORTS, WORKER_UIS = (17091, 17092), (17081, 17082)
-DATES = ("2026-11-01", "2026-11-02", "2026-11-03")
+DATES = ("2026-11-01", "2026-11-02")
 MIN_DELAY = 0.4
 
 
@@ -192,44 +196,92 @@ def local_crawl(spark, web, home: Path) -> list[tuple[str, str, str]]:
                   for r in read(spark, cfg, "fetches").collect())
 
 
-def test_crawl_on_the_cluster(cluster, web, spark, tmp_path):
+def _round_with_an_executor_killed(cluster, web, date: str) -> dict:
+    """`crawler round` in the background; once its fetch tasks reach the web, SIGKILL one
+    executor that the driver's REST API shows running a task. Returns what the kill test checks."""
+    mark = len(web.request_log())
+    proc = crawler(cluster, "round", "--date", date, wait=False, ui_port=DRIVER_UI)
+    killed = requests_at_kill = None
+    try:
+        deadline = time.monotonic() + 1200
+        while killed is None and proc.poll() is None and time.monotonic() < deadline:
+            # the round's fetch tasks are requesting (generate makes no requests): kill an
+            # executor that is running one of them
+            if len(web.request_log()) > mark:
+                try:
+                    busy = _busy_executors(DRIVER_UI)
+                except OSError:
+                    busy = []
+                processes = {}
+                for w in cluster["workers"]:
+                    processes.update(_executors_of(w["proc"]))
+                for eid in busy:
+                    if eid in processes:
+                        processes[eid].send_signal(signal.SIGKILL)
+                        killed, requests_at_kill = eid, len(web.request_log())
+                        break
+            time.sleep(0.2)
+        proc.wait(timeout=1500)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = (cluster["base"] / "crawler-bg.log").read_text(errors="replace")
+    assert proc.returncode == 0, out[-5000:]
+    return {"killed": killed, "requests_at_kill": requests_at_kill,
+            "requests_after": len(web.request_log())}
+
+
+@pytest.fixture(scope="module")
+def cluster_crawl(cluster, web):
+    """`crawler init`, `inject` and two `round`s on the cluster, an executor killed mid-fetch in
+    the second (a fault costs no application of its own: each is minutes here), then `pagerank`
+    through spark-submit."""
     web.reset_state()
     seeds = cluster["base"] / "seeds.txt"
     seeds.write_text(site_seeds(web))
     t0 = time.monotonic()
     crawler(cluster, "init")
     crawler(cluster, "inject", str(seeds), "--date", DATES[0])
-    for day, date in enumerate(DATES[:2]):
-        web.set_day(day)
-        crawler(cluster, "round", "--date", date)
-    print(f"cluster: init, inject, two rounds {time.monotonic() - t0:.0f} s", flush=True)
-
+    web.set_day(0)
+    crawler(cluster, "round", "--date", DATES[0])
+    web.set_day(1)
+    kill = _round_with_an_executor_killed(cluster, web, DATES[1])
+    print(f"cluster: init, inject, two rounds (an executor killed) {time.monotonic() - t0:.0f} s",
+          flush=True)
     fetches = delta_rows(cluster, "fetches")
+    audited = audit(web)  # before the local crawl resets the log
+
+    # the last step through spark-submit in client mode (docs/cluster.md, "spark-submit")
+    t0 = time.monotonic()
+    submitted = spark_submit(cluster, "pagerank", "--date", DATES[1])
+    print(f"cluster: pagerank through spark-submit {time.monotonic() - t0:.0f} s", flush=True)
+    return {"fetches": fetches, "audit": audited, "kill": kill, "submitted": submitted,
+            "requests": len(web.request_log())}
+
+
+def test_crawl_on_the_cluster(cluster, cluster_crawl, web, spark, tmp_path):
+    fetches = cluster_crawl["fetches"]
     # every fetch partition ran in an executor process
     executors = {r["executor_id"] for r in fetches}
     assert executors and "driver" not in executors and "unknown" not in executors
     rounds = {r["round_id"]: dict(r["counts"]) for r in delta_rows(cluster, "rounds")}
     assert sorted(rounds) == ["20261101", "20261102"]
     assert all(c["fetch.executors"] >= 1 for c in rounds.values())
-    # the server's view: polite, robots obeyed
-    politeness, robots = audit(web)
-    assert politeness == [] and robots == []
+    # the server's view: polite, robots obeyed (the second round's killed attempt included)
+    assert cluster_crawl["audit"] == ([], [])
     check_warcs(cluster["s3"]["client"], fetches)
-
-    # the last step through spark-submit in client mode (docs/cluster.md, "spark-submit")
-    t0 = time.monotonic()
-    submitted = spark_submit(cluster, "pagerank", "--date", DATES[1])
-    assert "--deploy-mode client" in submitted and "--archives" in submitted
+    assert "--deploy-mode client" in cluster_crawl["submitted"]
+    assert "--archives" in cluster_crawl["submitted"]
     assert len(delta_rows(cluster, "scores")) > 0
-    print(f"cluster: pagerank through spark-submit {time.monotonic() - t0:.0f} s", flush=True)
 
-    # the same crawl in local[*], on the same web: the same rows and statuses per URL
-    mark = len(web.request_log())
+    # the same crawl in local[*], on the same web: the same rows and statuses per URL, although
+    # one executor died mid-fetch in the cluster's second round
     web.reset_state()
     t0 = time.monotonic()
     local = local_crawl(spark, web, tmp_path / "local")
     print(f"local[*]: the same crawl {time.monotonic() - t0:.0f} s", flush=True)
-    assert len(web.request_log()) > mark
+    assert len(web.request_log()) > cluster_crawl["requests"]
     remote = sorted((r["round_id"], r["url"], r["fetch_status"]) for r in fetches)
     assert remote == local
     politeness, robots = audit(web)
@@ -260,45 +312,15 @@ def _busy_executors(ui_port: int) -> list[str]:
     return [e["id"] for e in executors if e["id"] != "driver" and e["activeTasks"] > 0]
 
 
-def test_executor_killed_mid_fetch(cluster, web):
-    mark = len(web.request_log())
-    web.set_day(2)
-    proc = crawler(cluster, "round", "--date", DATES[2], wait=False, ui_port=DRIVER_UI)
-    killed = None
-    try:
-        deadline = time.monotonic() + 1200
-        while killed is None and proc.poll() is None and time.monotonic() < deadline:
-            # the round's fetch tasks are requesting (generate makes no requests): kill an
-            # executor that is running one of them
-            if len(web.request_log()) > mark:
-                try:
-                    busy = _busy_executors(DRIVER_UI)
-                except OSError:
-                    busy = []
-                processes = {}
-                for w in cluster["workers"]:
-                    processes.update(_executors_of(w["proc"]))
-                for eid in busy:
-                    if eid in processes:
-                        processes[eid].send_signal(signal.SIGKILL)
-                        killed, requests_at_kill = eid, len(web.request_log())
-                        break
-            time.sleep(0.2)
-        proc.wait(timeout=1500)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    out = (cluster["base"] / "crawler-bg.log").read_text(errors="replace")
-    assert killed is not None, "no executor was caught fetching"
-    assert proc.returncode == 0, out[-5000:]
-    assert len(web.request_log()) > requests_at_kill  # the retried task fetched after the kill
-
-    rows = [r for r in delta_rows(cluster, "fetches") if r["round_id"] == "20261103"]
-    fetch_list = [r for r in delta_rows(cluster, "fetch_list") if r["round_id"] == "20261103"]
+def test_executor_killed_mid_fetch(cluster, cluster_crawl):
+    kill = cluster_crawl["kill"]
+    assert kill["killed"] is not None, "no executor was caught fetching"
+    assert kill["requests_after"] > kill["requests_at_kill"]  # the retried task fetched after the kill
+    rows = [r for r in cluster_crawl["fetches"] if r["round_id"] == "20261102"]
+    fetch_list = [r for r in delta_rows(cluster, "fetch_list") if r["round_id"] == "20261102"]
     urls = [r["url"] for r in rows]
     assert len(urls) == len(set(urls)) == len(fetch_list)  # one row per URL
-    assert killed not in {r["executor_id"] for r in rows}  # its task's output was discarded
-    politeness, robots = audit(web)  # across the killed attempt and its retry
-    assert politeness == [] and robots == []
+    assert kill["killed"] not in {r["executor_id"] for r in rows}  # its task's output was discarded
+    # across the killed attempt and its retry: no politeness or robots violation
+    assert cluster_crawl["audit"] == ([], [])
     check_warcs(cluster["s3"]["client"], rows)
