@@ -175,8 +175,8 @@ def _delta_commits(cfg) -> dict[str, int]:
 
 
 def _wait_until_pagerank_settles(stack: AirflowStack) -> None:
-    """Until every crawl://crawldb asset event has made its pagerank run and every pagerank run
-    is over.
+    """Until every crawl://crawldb asset event has made its pagerank run and every pagerank and
+    crawl_cycle run is over.
 
     The last crawl_cycle run's asset event makes the scheduler queue one more pagerank run a
     scheduler loop or two after it; that run writes scores, hosts and crawldb, which the
@@ -187,7 +187,7 @@ def _wait_until_pagerank_settles(stack: AirflowStack) -> None:
     def settled() -> bool:
         events = stack.api("GET", "/api/v2/assets/events?limit=1000")["asset_events"]
         pending = [e for e in events if e["uri"] == "crawl://crawldb" and not e["created_dagruns"]]
-        runs = stack.dag_runs("pagerank")
+        runs = stack.dag_runs("pagerank") + stack.dag_runs("crawl_cycle")
         return not pending and all(r["state"] in TERMINAL for r in runs)
 
     stack.wait_for("pagerank to settle", settled, WAIT)
@@ -209,35 +209,46 @@ def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dic
     bid = backfill["id"]
     stack.wait_for("the first backfill to be marked complete",
                    lambda: stack.api("GET", f"/api/v2/backfills/{bid}")["completed_at"], WAIT)
-    _wait_until_pagerank_settles(stack)
-    before = _delta_commits(cfg)
-    queued = {r["logical_date"]: _when(r["queued_at"]) for r in stack.dag_runs("crawl_cycle")
-              if r["run_type"] == "backfill"}
     form = {
         "dag_id": "crawl_cycle", "from_date": backfill["from_date"], "to_date": backfill["to_date"],
         "run_backwards": False, "dag_run_conf": backfill["dag_run_conf"], "reprocess_behavior": "completed",
         "max_active_runs": 1, "run_on_latest_version": True,
     }
-    stack.create_backfill(form)
+    # A day's scheduled run can start during the re-run (CI crossed midnight UTC once: the
+    # new day's round and its pagerank wrote commits the check then counted). Its commits are
+    # not the re-run's: then the whole re-run is made again once everything has settled.
+    for _ in range(3):
+        stack.wait_for("no active backfill", lambda: not stack.active_backfills("crawl_cycle"), WAIT)
+        _wait_until_pagerank_settles(stack)
+        before = _delta_commits(cfg)
+        others = {r["dag_run_id"] for r in stack.dag_runs("crawl_cycle") if r["run_type"] != "backfill"}
+        queued = {r["logical_date"]: _when(r["queued_at"]) for r in stack.dag_runs("crawl_cycle")
+                  if r["run_type"] == "backfill"}
+        stack.create_backfill(form)
+        rerun = stack.wait_for("the re-run of the completed days",
+                               lambda queued=queued: _rerun_done(stack, form, queued), WAIT)
+        after = _delta_commits(cfg)
+        if {r["dag_run_id"] for r in stack.dag_runs("crawl_cycle") if r["run_type"] != "backfill"} == others:
+            return rerun, (before, after)
+    raise AssertionError("a scheduled crawl_cycle run started during each of three re-runs")
 
-    def done():
-        runs = {r["logical_date"]: r for r in stack.dag_runs("crawl_cycle")}
-        if any(day not in runs for day in queued) and not stack.active_backfills("crawl_cycle"):
-            stack.resubmit_backfill(form)  # the clean-up deleted runs and backfill: submit again
+
+def _rerun_done(stack: AirflowStack, form: dict, queued: dict) -> dict | None:
+    """The re-run's task states per run once every re-run day is over, else None."""
+    runs = {r["logical_date"]: r for r in stack.dag_runs("crawl_cycle")}
+    if any(day not in runs for day in queued) and not stack.active_backfills("crawl_cycle"):
+        stack.resubmit_backfill(form)  # the clean-up deleted runs and backfill: submit again
+        return None
+    out = {}
+    for day, first in queued.items():
+        run = runs.get(day)
+        if run is None or run["state"] not in TERMINAL or (_when(run["queued_at"]) or first) <= first:
             return None
-        out = {}
-        for day, first in queued.items():
-            run = runs.get(day)
-            if run is None or run["state"] not in TERMINAL or (_when(run["queued_at"]) or first) <= first:
-                return None
-            tis = stack.task_instances("crawl_cycle", run["dag_run_id"], missing_ok=True)
-            if not tis or any(t["state"] not in TI_DONE for t in tis):
-                return None
-            out[run["dag_run_id"]] = {t["task_id"]: t["state"] for t in tis}
-        return out
-
-    rerun = stack.wait_for("the re-run of the completed days", done, WAIT)
-    return rerun, (before, _delta_commits(cfg))
+        tis = stack.task_instances("crawl_cycle", run["dag_run_id"], missing_ok=True)
+        if not tis or any(t["state"] not in TI_DONE for t in tis):
+            return None
+        out[run["dag_run_id"]] = {t["task_id"]: t["state"] for t in tis}
+    return out
 
 
 def crawler_sql(deployment, query: str) -> list[dict]:
