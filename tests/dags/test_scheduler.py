@@ -206,9 +206,6 @@ def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dic
     that (CI's next failure: a backfill was active again between the read and the post) only
     means "keep waiting".
     """
-    bid = backfill["id"]
-    stack.wait_for("the first backfill to be marked complete",
-                   lambda: stack.api("GET", f"/api/v2/backfills/{bid}")["completed_at"], WAIT)
     form = {
         "dag_id": "crawl_cycle", "from_date": backfill["from_date"], "to_date": backfill["to_date"],
         "run_backwards": False, "dag_run_conf": backfill["dag_run_conf"], "reprocess_behavior": "completed",
@@ -218,19 +215,24 @@ def _rerun_completed_days(stack: AirflowStack, cfg, backfill: dict) -> tuple[dic
     # new day's round and its pagerank wrote commits the check then counted). Its commits are
     # not the re-run's: then the whole re-run is made again once everything has settled.
     for _ in range(3):
+        # the first backfill (or the last re-run) marked complete, then everything settled
         stack.wait_for("no active backfill", lambda: not stack.active_backfills("crawl_cycle"), WAIT)
         _wait_until_pagerank_settles(stack)
         before = _delta_commits(cfg)
-        others = {r["dag_run_id"] for r in stack.dag_runs("crawl_cycle") if r["run_type"] != "backfill"}
-        queued = {r["logical_date"]: _when(r["queued_at"]) for r in stack.dag_runs("crawl_cycle")
-                  if r["run_type"] == "backfill"}
+        runs = stack.dag_runs("crawl_cycle")
+        others = _non_backfill_runs(runs)
+        queued = {r["logical_date"]: _when(r["queued_at"]) for r in runs if r["run_type"] == "backfill"}
         stack.create_backfill(form)
         rerun = stack.wait_for("the re-run of the completed days",
                                lambda queued=queued: _rerun_done(stack, form, queued), WAIT)
         after = _delta_commits(cfg)
-        if {r["dag_run_id"] for r in stack.dag_runs("crawl_cycle") if r["run_type"] != "backfill"} == others:
+        if _non_backfill_runs(stack.dag_runs("crawl_cycle")) == others:
             return rerun, (before, after)
     raise AssertionError("a scheduled crawl_cycle run started during each of three re-runs")
+
+
+def _non_backfill_runs(runs: list[dict]) -> set[str]:
+    return {r["dag_run_id"] for r in runs if r["run_type"] != "backfill"}
 
 
 def _rerun_done(stack: AirflowStack, form: dict, queued: dict) -> dict | None:
