@@ -166,6 +166,11 @@ def replace_round(df, cfg: Config, name: str, round_id: str) -> None:
     )
 
 
+def append(df, cfg: Config, name: str) -> None:
+    """Add rows to a table (one commit; nothing read or rewritten)."""
+    conform(df, name).write.format("delta").mode("append").save(cfg.table_path(name))
+
+
 def overwrite(df, cfg: Config, name: str) -> None:
     """Replace a whole table (one atomic commit; readers see the old or the new version)."""
     conform(df, name).write.format("delta").mode("overwrite").save(cfg.table_path(name))
