@@ -8,14 +8,16 @@ the environment archive (scripts/pack_env.sh, `spark.archives`) and its code fro
 driver ships (`spark.submit.pyFiles`), as on a cluster of other machines (recrawl/cluster.py).
 Tables and WARCs are on s3a:// (moto's S3 server, test_s3a.py's fixture).
 
-One crawl for the module (the `cluster_crawl` fixture): `crawler init`, `inject`, two `round`s
-as subprocesses (each its own Spark application; an application here costs minutes of a
-loaded machine, so the fault rides on the second round instead of a round of its own) and
-`pagerank` through scripts/spark_submit.sh (client mode). In the second round, once the fetch's
-first requests reach the web, one executor that the driver's REST API shows running a task is
-killed with SIGKILL; Spark runs the task again on another executor.
+One crawl for the module (the `cluster_crawl` fixture): `crawler init`, `inject` and two `round`s
+as subprocesses, as an operator runs them, all served by one warm driver on the cluster
+(`spark.driver_daemon = "on"`, app/daemon.py: one Spark application whose executors unpack the
+archive once, instead of an application per verb at minutes apiece on a loaded machine), then
+`pagerank` through scripts/spark_submit.sh (client mode), an application of its own. In the
+second round, once the fetch's first requests reach the web, one executor that the driver's REST
+API shows running a task is killed with SIGKILL; Spark runs the task again on another executor.
 
-* ``test_crawl_on_the_cluster``: every fetch row was fetched by an executor (never "driver"),
+* ``test_crawl_on_the_cluster``: the four verbs ran in one application of the master, every
+  fetch row was fetched by an executor (never "driver"),
   zero politeness and robots violations in simweb's log, every fetch row points at a readable
   WARC record in the bucket, and the same rows and statuses per URL as the same crawl in
   `local[*]` (run in this process's Spark session, on the same web, with no executor killed).
@@ -39,7 +41,7 @@ import pytest
 from tests.spark_jobs.test_s3a import BUCKET, s3, spark_extra  # noqa: F401 (s3 is a fixture)
 from tests.standalone import standalone_cluster, ui_json
 
-# Each `crawler` call is a Spark application (driver JVM, two executors unpacking the archive):
+# A Spark application on the cluster (driver JVM, two executors unpacking the archive) costs
 # minutes on a loaded 2-core machine.
 pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.timeout(2700)]
 
@@ -80,7 +82,7 @@ def crawl_overrides() -> dict:
 
 def cluster_config(cluster, ui_port: int | None = None) -> Path:
     """The configuration file an operator would write for this cluster (with the driver's web
-    UI and REST API on `ui_port`, if given)."""
+    UI and REST API on `ui_port`, if given), its verbs served by one warm driver."""
     from app.airflow_demo import config_toml
     from app.demo import demo_config
 
@@ -93,19 +95,25 @@ def cluster_config(cluster, ui_port: int | None = None) -> Path:
     if ui_port:
         extra.update({"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)})
     cfg = demo_config(f"s3a://{BUCKET}/cluster", **crawl_overrides(), **{
-        "spark.master": cluster["master"], "spark.extra": extra})
+        "spark.master": cluster["master"], "spark.extra": extra,
+        # "auto" is off for a cluster master (an idle daemon holds its executors); "on" is the
+        # operator's choice for a day of tasks, and the one stop below releases them
+        "spark.driver_daemon": "on", "spark.driver_daemon_idle_s": 300.0,
+        "spark.driver_daemon_dir": str(cluster["base"] / "daemons")})
     path = cluster["base"] / "recrawl.toml"
     path.write_text(config_toml(cfg))
     return path
 
 
-def crawler(cluster, *args: str, wait: bool = True, ui_port: int | None = None):
-    """`python -m app.cli` as an operator runs it: no PYSPARK_PYTHON, another directory."""
+def crawler(cluster, *args: str, wait: bool = True):
+    """`python -m app.cli` as an operator runs it: no PYSPARK_PYTHON, another directory. Every
+    call writes the same configuration (the warm driver's REST API on DRIVER_UI), so one driver
+    serves them all."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")}
     env.update(cluster["s3"]["env"])
     env["PYTHONPATH"] = str(ROOT)  # this checkout, not the venv's editable install
-    config = cluster_config(cluster, ui_port)
+    config = cluster_config(cluster, DRIVER_UI)
     cmd = [sys.executable, "-m", "app.cli", "--config", str(config), *args]
     if not wait:  # output to a file: a pipe nobody reads would block the crawler once full
         with open(cluster["base"] / "crawler-bg.log", "wb") as log:
@@ -200,7 +208,7 @@ def _round_with_an_executor_killed(cluster, web, date: str) -> dict:
     """`crawler round` in the background; once its fetch tasks reach the web, SIGKILL one
     executor that the driver's REST API shows running a task. Returns what the kill test checks."""
     mark = len(web.request_log())
-    proc = crawler(cluster, "round", "--date", date, wait=False, ui_port=DRIVER_UI)
+    proc = crawler(cluster, "round", "--date", date, wait=False)
     killed = requests_at_kill = None
     try:
         deadline = time.monotonic() + 1200
@@ -234,19 +242,25 @@ def _round_with_an_executor_killed(cluster, web, date: str) -> dict:
 
 @pytest.fixture(scope="module")
 def cluster_crawl(cluster, web):
-    """`crawler init`, `inject` and two `round`s on the cluster, an executor killed mid-fetch in
-    the second (a fault costs no application of its own: each is minutes here), then `pagerank`
-    through spark-submit."""
+    """`crawler init`, `inject` and two `round`s on the cluster in one warm driver, an executor
+    killed mid-fetch in the second (a fault costs no application of its own: each is minutes
+    here), then `pagerank` through spark-submit."""
     web.reset_state()
     seeds = cluster["base"] / "seeds.txt"
     seeds.write_text(site_seeds(web))
     t0 = time.monotonic()
-    crawler(cluster, "init")
-    crawler(cluster, "inject", str(seeds), "--date", DATES[0])
-    web.set_day(0)
-    crawler(cluster, "round", "--date", DATES[0])
-    web.set_day(1)
-    kill = _round_with_an_executor_killed(cluster, web, DATES[1])
+    try:
+        crawler(cluster, "init")
+        crawler(cluster, "inject", str(seeds), "--date", DATES[0])
+        web.set_day(0)
+        crawler(cluster, "round", "--date", DATES[0])
+        web.set_day(1)
+        kill = _round_with_an_executor_killed(cluster, web, DATES[1])
+        master = ui_json(MASTER_UI)
+        apps = [a["name"] for a in master["activeapps"] + master["completedapps"]]
+    finally:
+        # the warm driver holds the cluster's cores while it lives: spark-submit needs them
+        crawler(cluster, "daemon", "stop")
     print(f"cluster: init, inject, two rounds (an executor killed) {time.monotonic() - t0:.0f} s",
           flush=True)
     fetches = delta_rows(cluster, "fetches")
@@ -257,11 +271,13 @@ def cluster_crawl(cluster, web):
     submitted = spark_submit(cluster, "pagerank", "--date", DATES[1])
     print(f"cluster: pagerank through spark-submit {time.monotonic() - t0:.0f} s", flush=True)
     return {"fetches": fetches, "audit": audited, "kill": kill, "submitted": submitted,
-            "requests": len(web.request_log())}
+            "requests": len(web.request_log()), "apps": apps}
 
 
 def test_crawl_on_the_cluster(cluster, cluster_crawl, web, spark, tmp_path):
     fetches = cluster_crawl["fetches"]
+    # init, inject and both rounds: one application (the warm driver), not one per verb
+    assert len(cluster_crawl["apps"]) == 1, cluster_crawl["apps"]
     # every fetch partition ran in an executor process
     executors = {r["executor_id"] for r in fetches}
     assert executors and "driver" not in executors and "unknown" not in executors
