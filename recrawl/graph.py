@@ -5,6 +5,10 @@ Central mirror this project installs from, so PageRank is written here with Data
 same algorithm GraphFrames runs (GraphX's Pregel power iteration), with dangling pages handled
 like networkx: their rank is spread uniformly over all pages. Ranks sum to 1 (networkx's
 normalization), not to N (GraphX's).
+
+Graphs of at most `in_driver_max_edges` edges are collected and solved in the driver by
+recrawl.graph_local (same algorithms, same results): there the DataFrame iterations cost Spark
+jobs, not arithmetic.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+
+from recrawl.graph_local import components_arrays, pagerank_arrays
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +38,7 @@ def pagerank(
     damping: float = 0.85,
     max_iterations: int = 20,
     tolerance: float = 1e-4,
+    in_driver_max_edges: int = 0,
 ) -> PageRankResult:
     """PageRank of `vertices` (id: long) over directed `edges` (src, dst: long[, weight]).
 
@@ -54,6 +61,8 @@ def pagerank(
         .where("src != dst AND weight > 0")
         .groupBy("src", "dst").agg(F.max("weight").alias("weight"))
     )
+    if in_driver_max_edges and edges.count() <= in_driver_max_edges:
+        return _pagerank_in_driver(spark, vertices, edges, damping, max_iterations, tolerance)
     outdeg = edges.groupBy("src").agg(F.sum("weight").alias("deg"))
     # One row per edge with its share weight/out-weight, reused by every iteration.
     weighted = (
@@ -106,6 +115,30 @@ def pagerank(
     return PageRankResult(ranks, it, float(delta), tuple(seconds))
 
 
+def _pagerank_in_driver(spark, vertices, edges, damping, max_iterations, tolerance) -> PageRankResult:
+    """`pagerank` of a graph small enough to hold in the driver: recrawl.graph_local."""
+    ids = [r[0] for r in vertices.collect()]
+    rows = edges.collect()
+    vertices.unpersist()
+    res = pagerank_arrays(ids, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                          damping=damping, max_iterations=max_iterations, tolerance=tolerance)
+    ranks = spark.createDataFrame(list(zip(res.ids.tolist(), res.ranks.tolist(), strict=True)),
+                                  "id long, pagerank double")
+    return PageRankResult(ranks, res.iterations, res.delta, res.seconds)
+
+
+def _components_in_driver(spark, vertices, edges, *, strong: bool) -> ComponentsResult:
+    """Connected components of a graph small enough to hold in the driver: recrawl.graph_local."""
+    from pyspark.sql.types import StructField, StructType  # lazy: pyspark
+
+    id_type = vertices.schema["id"].dataType
+    ids = [r[0] for r in vertices.select("id").distinct().collect()]
+    rows = edges.select("src", "dst").collect()
+    labels = components_arrays(ids, [r[0] for r in rows], [r[1] for r in rows], strong=strong)
+    schema = StructType([StructField("id", id_type), StructField("component", id_type)])
+    return ComponentsResult(spark.createDataFrame(list(labels.items()), schema), 1, 0)
+
+
 # --- Connected components -------------------------------------------------------------------
 # GraphFrames computes these with GraphX: min-label propagation for weakly connected components
 # and the forward-backward colouring algorithm (Orzan) for strongly connected ones. Both are
@@ -139,10 +172,13 @@ def _min_label_step(labels, edges):
     return new.drop("chg"), changed
 
 
-def weakly_connected_components(spark, vertices, edges, *, max_iterations: int = 100) -> ComponentsResult:
+def weakly_connected_components(spark, vertices, edges, *, max_iterations: int = 100,
+                                in_driver_max_edges: int = 0) -> ComponentsResult:
     """Components of the graph with edge directions ignored (label = smallest vertex id)."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
+    if in_driver_max_edges and edges.count() <= in_driver_max_edges:
+        return _components_in_driver(spark, vertices, edges, strong=False)
     both = (
         edges.select("src", "dst").union(edges.select(F.col("dst").alias("src"), F.col("src").alias("dst")))
         .where("src != dst").distinct().localCheckpoint(eager=True)
@@ -158,7 +194,8 @@ def weakly_connected_components(spark, vertices, edges, *, max_iterations: int =
 
 
 def strongly_connected_components(
-    spark, vertices, edges, *, max_rounds: int = 30, max_iterations: int = 100
+    spark, vertices, edges, *, max_rounds: int = 30, max_iterations: int = 100,
+    in_driver_max_edges: int = 0,
 ) -> ComponentsResult:
     """Strongly connected components by trimming and forward-backward colouring.
 
@@ -170,6 +207,8 @@ def strongly_connected_components(
     """
     from pyspark.sql import functions as F  # lazy: pyspark
 
+    if in_driver_max_edges and edges.count() <= in_driver_max_edges:
+        return _components_in_driver(spark, vertices, edges, strong=True)
     remaining = vertices.select("id").distinct().localCheckpoint(eager=True)
     edges = edges.select("src", "dst").where("src != dst").distinct().localCheckpoint(eager=True)
     done = None

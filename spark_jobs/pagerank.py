@@ -65,6 +65,7 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
     res = pagerank(
         spark, ids.select("id"), edges, damping=float(p["damping"]),
         max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]),
+        in_driver_max_edges=int(p["in_driver_max_edges"]),
     )
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     scores = res.ranks.join(ids, "id").select("url", "pagerank", F.lit(now).alias("computed_at")).cache()
@@ -139,9 +140,11 @@ def host_components(spark, host_edges, p):
 
     edges = host_edges.select(F.col("s").alias("src"), F.col("d").alias("dst"))
     vertices = edges.select(F.col("src").alias("id")).union(edges.select("dst")).distinct()
-    wcc = weakly_connected_components(spark, vertices, edges).labels
+    in_driver = int(p["in_driver_max_edges"])
+    wcc = weakly_connected_components(spark, vertices, edges, in_driver_max_edges=in_driver).labels
     scc = strongly_connected_components(
-        spark, vertices, edges, max_rounds=int(p["components_max_rounds"])
+        spark, vertices, edges, max_rounds=int(p["components_max_rounds"]),
+        in_driver_max_edges=in_driver,
     ).labels
 
     def sized(labels, root: str, size: str):
@@ -168,7 +171,8 @@ def host_ranks(spark, host_edges, p):
         .select("src", "dst", "weight")
     )
     res = pagerank(spark, hids.select("id"), hedges, damping=float(p["damping"]),
-                   max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]))
+                   max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]),
+                   in_driver_max_edges=int(p["in_driver_max_edges"]))
     return res.ranks.join(hids, "id").select("host", F.col("pagerank").alias("host_rank"))
 
 

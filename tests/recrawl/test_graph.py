@@ -3,7 +3,7 @@
 import networkx as nx
 import pytest
 
-from recrawl.graph import pagerank
+from recrawl.graph import pagerank, strongly_connected_components, weakly_connected_components
 
 pytestmark = pytest.mark.spark
 
@@ -104,7 +104,6 @@ COMPONENT_GRAPHS = [_disjoint_union(_PARTS)]
 
 @pytest.mark.parametrize("n,edges", COMPONENT_GRAPHS + [_random_graph()], ids=["parts", "random"])
 def test_strongly_connected_components_match_networkx(spark, n, edges):
-    from recrawl.graph import strongly_connected_components
 
     labels, res = _components(spark, strongly_connected_components, n, edges)
     g = nx.DiGraph()
@@ -118,7 +117,6 @@ def test_strongly_connected_components_match_networkx(spark, n, edges):
 
 
 def test_strongly_connected_components_round_cap_leaves_null(spark):
-    from recrawl.graph import strongly_connected_components
 
     # Two cycles in a chain need two colouring rounds after trimming; with one, some stay NULL.
     labels, res = _components(
@@ -132,7 +130,6 @@ def test_strongly_connected_components_round_cap_leaves_null(spark):
 
 @pytest.mark.parametrize("n,edges", COMPONENT_GRAPHS)
 def test_weakly_connected_components_match_networkx(spark, n, edges):
-    from recrawl.graph import weakly_connected_components
 
     labels, res = _components(spark, weakly_connected_components, n, edges)
     g = nx.DiGraph()
@@ -140,3 +137,31 @@ def test_weakly_connected_components_match_networkx(spark, n, edges):
     g.add_edges_from(edges)
     assert res.unresolved == 0
     assert _partition(labels) == sorted(sorted(c) for c in nx.weakly_connected_components(g))
+
+
+# The in-driver path (recrawl.graph_local, below `in_driver_max_edges`) against the DataFrame
+# iterations on the same graphs: same iteration count, the same ranks and labels.
+# Parallel edges (the largest weight counts), a self-loop, a dangling and an isolated vertex.
+_WEIGHTED = [(0, 1, 3.0), (0, 1, 1.0), (0, 2, 1.0), (1, 2, 1.0), (2, 0, 2.0), (3, 2, 5.0),
+             (3, 3, 1.0), (2, 4, 1.0)]
+
+
+def test_in_driver_pagerank_equals_the_dataframe_iterations(spark):
+    v = spark.createDataFrame([(i,) for i in range(6)], "id long")
+    e = spark.createDataFrame(_WEIGHTED, "src long, dst long, weight double")
+    frames = pagerank(spark, v, e, max_iterations=40, tolerance=1e-3)
+    local = pagerank(spark, v, e, max_iterations=40, tolerance=1e-3, in_driver_max_edges=100)
+    assert 1 < local.iterations == frames.iterations < 40 and local.delta == pytest.approx(frames.delta)
+    want = {r.id: r.pagerank for r in frames.ranks.collect()}
+    got = {r.id: r.pagerank for r in local.ranks.collect()}
+    assert got.keys() == want.keys()
+    for node in want:
+        assert got[node] == pytest.approx(want[node], rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("fn", [weakly_connected_components, strongly_connected_components])
+def test_in_driver_components_equal_the_dataframe_iterations(spark, fn):
+    n, edges = COMPONENT_GRAPHS[0]
+    frames, _ = _components(spark, fn, n, edges)
+    local, res = _components(spark, fn, n, edges, in_driver_max_edges=len(edges))
+    assert local == frames and res.unresolved == 0
