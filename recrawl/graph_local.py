@@ -91,7 +91,7 @@ def components_arrays(vertices: Sequence, src: Sequence, dst: Sequence, *,
     """Weakly or strongly connected components, each vertex labelled with the smallest id of
     its component (recrawl.graph's rule); ids may be any orderable values (host names)."""
     from scipy.sparse import coo_matrix  # lazy: scipy is only needed on this path
-    from scipy.sparse.csgraph import connected_components
+    from scipy.sparse.csgraph import connected_components  # lazy: scipy, as above
 
     ids = sorted(set(vertices))
     index = {v: i for i, v in enumerate(ids)}
