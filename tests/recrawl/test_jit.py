@@ -45,8 +45,19 @@ def test_the_operators_own_compiler_or_collector_wins(tmp_path):
     assert jit.with_jit(cds, cfg, True) == f"{cds} {jit.QUICK}"
     for own in ("-XX:+UseG1GC", "-XX:TieredStopAtLevel=4", "-XX:-TieredCompilation"):
         assert jit.with_jit(own, cfg, True) == own
-    assert jit.with_jit(cds, cfg, False) == cds
-    assert jit.with_jit(cds, _cfg(tmp_path, **{"spark.driver_jit": "full"}), True) == cds
+    # a long session or the full compiler: the throughput collector while the crawl is small
+    assert jit.with_jit(cds, cfg, False) == f"{cds} {jit.THROUGHPUT}"
+    full = _cfg(tmp_path / "new", **{"spark.driver_jit": "full"})
+    assert jit.with_jit(cds, full, True) == f"{cds} {jit.THROUGHPUT}"
+    assert jit.with_jit("-XX:+UseG1GC", full, False) == "-XX:+UseG1GC"
+
+
+def test_a_big_crawl_or_one_that_cannot_be_sized_keeps_the_default_collector(tmp_path):
+    big = tmp_path / "big"
+    _crawldb_of(big, 2**20)
+    assert jit.with_jit("", _cfg(big, **{"spark.codegen_min_mb": 1}), False) == ""
+    assert jit.with_jit("", _cfg("s3a://bucket/crawl"), False) == ""
+    assert jit.with_jit("", _cfg("s3a://bucket/crawl"), True) == ""
 
 
 def test_a_bad_setting_is_refused_before_a_jvm_starts(tmp_path):

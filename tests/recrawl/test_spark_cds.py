@@ -82,7 +82,9 @@ maps = Path(f"/proc/{pid}/maps").read_text()
 # the JVM's own view of its compiler level (recrawl/jit.py), not the options we passed
 flags = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
 quick = "-XX:TieredStopAtLevel=1" in list(flags)
-print(("mapped" if ".jsa" in maps else "not mapped") + (" quick" if quick else " full"))
+parallel = "-XX:+UseParallelGC" in list(flags)
+print(("mapped" if ".jsa" in maps else "not mapped") + (" quick" if quick else " full")
+      + (" parallel" if parallel else ""))
 spark.stop()
 """
 
@@ -113,7 +115,10 @@ def test_a_driver_maps_the_built_archive_and_starts_without_a_usable_one(tmp_pat
     bad = tmp_path / "cds"
     bad.mkdir()
     (bad / built.name).write_bytes(b"not an archive" * 1000)
-    assert _probe(bad, tmp_path / "new-home", jit="full") == "not mapped full"
+    assert _probe(bad, tmp_path / "new-home", jit="full") == "not mapped full parallel"
+    # the full compiler on a small crawl runs the parallel collector (recrawl/jit.py), which maps
+    # the archive as well
+    assert _probe(built.parent, tmp_path / "new-home", jit="full") == "mapped full parallel"
     # a driver class path extended beyond the archive's (as the s3a jars extend it): the JVM
     # still maps it, for the classes of the archive's class path
     assert _probe(built.parent, tmp_path / "new-home", class_path=find_jars(cfg)[0]).startswith("mapped")
