@@ -41,46 +41,67 @@ def check_round_id(round_id: str) -> str:
     return round_id
 
 
+FINISHING_STEPS = ("updatedb", "schedule")
+
+
+def step_row(prev: Mapping | None, round_id: str, logical: dt.datetime, step: str,
+             counts: Mapping[str, int], now: dt.datetime) -> dict:
+    """The round's row after `step` reported `counts` (the one rule both writers follow).
+
+    The step's counts are stored as `<step>.<key>`, replacing what an earlier run of the same
+    step stored; the step moves to the end of `steps_done`; `started_at` is the first step's
+    time; updatedb and schedule set `finished_at`.
+    """
+    old = dict(prev["counts"] or {}) if prev else {}
+    merged = {k: v for k, v in old.items() if not k.startswith(step + ".")}
+    merged.update({f"{step}.{k}": int(v) for k, v in counts.items()})
+    steps = [s for s in (prev["steps_done"] or []) if s != step] if prev else []
+    steps.append(step)
+    started = (prev["started_at"] if prev else None) or now
+    finished = now if step in FINISHING_STEPS else (prev["finished_at"] if prev else None)
+    return {"round_id": round_id, "logical_date": prev["logical_date"] if prev else logical.date(),
+            "started_at": started, "finished_at": finished, "counts": merged, "steps_done": steps}
+
+
 def record_step(
     spark, cfg: Config, round_id: str, logical: dt.datetime, step: str, counts: Mapping[str, int]
 ) -> None:
     """Merge one step's counts into the round's row (re-running a step replaces its counts).
 
-    The first step of a round appends the row; later steps UPDATE it in place. Both are about
-    half the cost of a MERGE of a one-row source (0.35 s / 0.69 s against 1.23 s, warm, measured
-    in docs/airflow.md), paid once per step. Steps of one crawl home never run concurrently (the
-    crawl lock), so the read and the write need no MERGE to stay consistent.
+    On a local crawl home the row is read and replaced through delta-rs (recrawl.tables
+    `replace_rows`): one commit of ~20 ms and no Spark job, where Spark's UPDATE of the row
+    cost ~0.7-1.3 s of every step (docs/airflow.md). On object storage, Spark: the round's
+    first step appends the row, later steps UPDATE it in place. Steps of one crawl home never
+    run concurrently (the crawl lock), so the read and the write need no MERGE to stay
+    consistent.
     """
     # lazy: pyspark. app/cli imports this module for its DuckDB verbs too, which must not load
     # pyspark (the schemas and the table API import its types).
-    from pyspark.sql import Row
-
-    from recrawl.schemas import ROUNDS  # lazy: pyspark (via recrawl.schemas)
-    from recrawl.tables import append, read, sql_str, update_where  # lazy: pyspark (via recrawl.tables)
+    from recrawl import tables  # lazy: pyspark (via recrawl.schemas)
 
     now = dt.datetime.now(dt.UTC)
-    where = f"round_id = {sql_str(round_id)}"
-    existing = read(spark, cfg, "rounds").where(where).collect()
-    prev = existing[0] if existing else None
-    merged = {k: v for k, v in (prev["counts"] or {}).items() if not k.startswith(step + ".")} \
-        if prev else {}
-    merged.update({f"{step}.{k}": int(v) for k, v in counts.items()})
-    steps = [s for s in (prev["steps_done"] or []) if s != step] if prev else []
-    steps.append(step)
-    finishes = step in ("updatedb", "schedule")
+    if tables.local_rows_supported(cfg):
+        existing = tables.rows_where(cfg, "rounds", "round_id", round_id)
+        row = step_row(existing[0] if existing else None, round_id, logical, step, counts, now)
+        tables.replace_rows(cfg, "rounds", "round_id", round_id, [row])
+        return
+    from recrawl.schemas import ROUNDS  # lazy: pyspark (via recrawl.schemas)
+
+    where = f"round_id = {tables.sql_str(round_id)}"
+    existing = tables.read(spark, cfg, "rounds").where(where).collect()
+    prev = existing[0].asDict() if existing else None
+    row = step_row(prev, round_id, logical, step, counts, now)
     if prev is None:
-        row = Row(round_id=round_id, logical_date=logical.date(), started_at=now,
-                  finished_at=now if finishes else None, counts=merged, steps_done=steps)
-        append(spark.createDataFrame([row], ROUNDS), cfg, "rounds")
+        tables.append(spark.createDataFrame([row], ROUNDS), cfg, "rounds")
         return
     changes = {
-        "counts": _map_sql(merged),
-        "steps_done": "array(" + ", ".join(sql_str(s) for s in steps) + ")",
+        "counts": _map_sql(row["counts"]),
+        "steps_done": "array(" + ", ".join(tables.sql_str(s) for s in row["steps_done"]) + ")",
         "started_at": f"coalesce(started_at, {_timestamp_sql(now)})",
     }
-    if finishes:
+    if step in FINISHING_STEPS:
         changes["finished_at"] = _timestamp_sql(now)
-    update_where(spark, cfg, "rounds", where, changes)
+    tables.update_where(spark, cfg, "rounds", where, changes)
 
 
 def _map_sql(counts: Mapping[str, int]) -> str:

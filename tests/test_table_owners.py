@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("recrawl", "fetcher", "spark_jobs", "app", "dags")
 TABLE_API = "recrawl.tables"
 # write function -> index of the table name among its positional arguments
-WRITES = {"merge_into": 2, "update_where": 2, "replace_round": 2, "overwrite": 2}
+WRITES = {"merge_into": 2, "update_where": 2, "replace_round": 2, "overwrite": 2,
+          "replace_rows": 1}
 HOUSEKEEPING_ONLY = {"delta_table"}
 
 

@@ -1,15 +1,41 @@
-"""The `rounds` row a round's steps keep (recrawl.rounds.record_step)."""
+"""The `rounds` row a round's steps keep (recrawl.rounds.record_step), written by both of
+its writers: delta-rs on a local crawl home, Spark on object storage (forced here on a local
+folder)."""
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
-from recrawl.rounds import record_step
+from recrawl import tables
+from recrawl.rounds import record_step, step_row
 from recrawl.tables import init_tables, read
 
-pytestmark = pytest.mark.spark
-
 DAY = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+NOW = dt.datetime(2026, 12, 5, 6, 0, tzinfo=dt.UTC)
+
+
+@pytest.fixture(params=["delta-rs", "spark"])
+def writer(request, monkeypatch):
+    if request.param == "spark":  # what an s3a:// home uses
+        monkeypatch.setattr(tables, "local_rows_supported", lambda cfg: False)
+    return request.param
+
+
+def test_step_row_rules():
+    first = step_row(None, "r1", DAY, "generate", {"urls": 5}, NOW)
+    assert first == {"round_id": "r1", "logical_date": DAY.date(), "started_at": NOW,
+                     "finished_at": None, "counts": {"generate.urls": 5}, "steps_done": ["generate"]}
+    later = NOW + dt.timedelta(minutes=5)
+    # counts as delta-rs returns a map: (key, value) pairs
+    prev = {**first, "counts": [("generate.urls", 5), ("fetch.x", 1)], "steps_done": ["generate", "fetch"]}
+    again = step_row(prev, "r1", DAY + dt.timedelta(days=3), "generate", {"urls": 7}, later)
+    assert again["counts"] == {"fetch.x": 1, "generate.urls": 7}
+    assert again["steps_done"] == ["fetch", "generate"]
+    assert again["started_at"] == NOW and again["finished_at"] is None
+    assert again["logical_date"] == DAY.date()  # the row's own date is kept
+    done = step_row(again, "r1", DAY, "schedule", {}, later)
+    assert done["finished_at"] == later and done["counts"] == again["counts"]
 
 
 def _row(spark, cfg, rid):
@@ -18,7 +44,8 @@ def _row(spark, cfg, rid):
     return rows[0]
 
 
-def test_steps_add_their_counts_and_a_rerun_replaces_its_own(spark, cfg):
+@pytest.mark.spark
+def test_steps_add_their_counts_and_a_rerun_replaces_its_own(spark, cfg, writer):
     init_tables(spark, cfg)
     record_step(spark, cfg, "r1", DAY, "generate", {"urls": 5, "hosts": 2})
     first = _row(spark, cfg, "r1")
@@ -42,7 +69,8 @@ def test_steps_add_their_counts_and_a_rerun_replaces_its_own(spark, cfg):
     assert row.finished_at >= before - dt.timedelta(seconds=1)
 
 
-def test_a_round_whose_first_step_has_no_counts_and_other_rounds_untouched(spark, cfg):
+@pytest.mark.spark
+def test_a_round_whose_first_step_has_no_counts_and_other_rounds_untouched(spark, cfg, writer):
     init_tables(spark, cfg)
     record_step(spark, cfg, "r1", DAY, "generate", {"urls": 1})
     record_step(spark, cfg, "r2", DAY + dt.timedelta(days=1), "generate", {})
@@ -53,3 +81,18 @@ def test_a_round_whose_first_step_has_no_counts_and_other_rounds_untouched(spark
     record_step(spark, cfg, "r3", DAY, "generate", {})  # an UPDATE to an empty map
     assert _row(spark, cfg, "r3").counts == {} and _row(spark, cfg, "r3").steps_done == ["generate"]
     assert read(spark, cfg, "rounds").count() == 3
+
+
+@pytest.mark.spark
+def test_delta_rs_commits_are_the_tables_own_and_checkpointed(spark, cfg):
+    # Spark reads what delta-rs wrote, history included, and its log replay stays short:
+    # every 10th version gets a checkpoint, as Spark's own commits would
+    init_tables(spark, cfg)
+    for i in range(12):
+        record_step(spark, cfg, f"r{i % 3}", DAY, "fetch", {"n": i})
+    rows = {r.round_id: r.counts for r in read(spark, cfg, "rounds").collect()}
+    assert rows == {"r0": {"fetch.n": 9}, "r1": {"fetch.n": 10}, "r2": {"fetch.n": 11}}
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{cfg.table_path('rounds')}`").collect()
+    assert history[0]["version"] == 12 and "delta-rs" in (history[0]["engineInfo"] or "")
+    log = Path(cfg.table_path("rounds"), "_delta_log")
+    assert (log / "00000000000000000010.checkpoint.parquet").exists()
