@@ -97,10 +97,10 @@ def record_step(
     changes = {
         "counts": _map_sql(row["counts"]),
         "steps_done": "array(" + ", ".join(tables.sql_str(s) for s in row["steps_done"]) + ")",
-        "started_at": f"coalesce(started_at, {_timestamp_sql(now)})",
+        "started_at": f"coalesce(started_at, {tables.ts_lit(now)})",
     }
     if step in FINISHING_STEPS:
-        changes["finished_at"] = _timestamp_sql(now)
+        changes["finished_at"] = tables.ts_lit(now)
     tables.update_where(spark, cfg, "rounds", where, changes)
 
 
@@ -111,9 +111,3 @@ def _map_sql(counts: Mapping[str, int]) -> str:
     keys = ", ".join(sql_str(k) for k in counts)
     values = ", ".join(f"CAST({int(v)} AS BIGINT)" for v in counts.values())
     return f"CAST(map_from_arrays(array({keys}), array({values})) AS MAP<STRING, BIGINT>)"
-
-
-def _timestamp_sql(moment: dt.datetime) -> str:
-    """An instant as a Spark SQL timestamp, whatever the session's time zone."""
-    micros = (moment - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
-    return f"timestamp_micros({micros})"

@@ -15,6 +15,7 @@ Nutch's sense (crawldb, hosts) has one owner module holding all its MERGEs
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -27,6 +28,17 @@ def sql_str(value: str) -> str:
     """A Spark SQL string literal, quotes and backslashes escaped (the one escaping rule for
     values spliced into Spark SQL; DuckDB's is recrawl.analytics._in)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def naive_utc(t: dt.datetime) -> dt.datetime:
+    """Spark's TimestampType takes naive UTC datetimes (session time zone is UTC)."""
+    return t.astimezone(dt.UTC).replace(tzinfo=None) if t.tzinfo else t
+
+
+def ts_lit(t: dt.datetime) -> str:
+    """A Spark SQL timestamp literal for an instant (naive values are taken as UTC); our
+    sessions run in UTC (recrawl.spark), so the literal's wall time is the instant."""
+    return f"timestamp'{naive_utc(t).isoformat(sep=' ')}'"
 
 
 class SchemaMismatch(RuntimeError):

@@ -1,8 +1,7 @@
-"""Small pieces every Spark job shares: config → rule objects, time helpers, SQL literals."""
+"""Small pieces every Spark job shares: configuration -> rule objects (SQL literals and
+time helpers are recrawl.tables' `sql_str`, `ts_lit`, `naive_utc`)."""
 
 from __future__ import annotations
-
-import datetime as dt
 
 from recrawl.config import Config
 from recrawl.linkfilter import LinkFilterRules
@@ -22,15 +21,5 @@ def filter_rules(cfg: Config) -> LinkFilterRules:
     p = cfg.section("parse")
     return LinkFilterRules(**{k: p[k] for k in FILTER_KEYS})
 
-
-def naive_utc(t: dt.datetime) -> dt.datetime:
-    """Spark's TimestampType takes naive UTC datetimes (session time zone is UTC)."""
-    return t.astimezone(dt.UTC).replace(tzinfo=None) if t.tzinfo else t
-
-
-
-
-def ts_lit(t: dt.datetime) -> str:
-    return f"timestamp'{naive_utc(t).isoformat(sep=' ')}'"
 
 

@@ -27,8 +27,7 @@ from recrawl.config import Config
 from recrawl.hostdb import flag_traps
 from recrawl.nearjoin import near_duplicate_pairs_df
 from recrawl.survivor import rank_key_column
-from recrawl.tables import read, replace_round, sql_str
-from spark_jobs.common import ts_lit
+from recrawl.tables import read, replace_round, sql_str, ts_lit
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:

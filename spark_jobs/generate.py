@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from recrawl.config import Config, ConfigError
 from recrawl.crawldb_rules import is_due_sql, per_host_cap_sql
 from recrawl.schedules import change_probability_sql, discovery_slots
-from spark_jobs.common import naive_utc, ts_lit
 
 
 def priority_sql(mode: str, as_of: str, damping: float, staleness_cap: float) -> str:
@@ -69,7 +68,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from pyspark.sql import Window  # lazy: pyspark
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import read, replace_round, sql_str  # lazy: pyspark (via recrawl.tables)
+    from recrawl.tables import naive_utc, read, replace_round, sql_str, ts_lit  # lazy: pyspark (via recrawl.tables)
 
     g, f = cfg.section("generate"), cfg.section("fetcher")
     lookahead = float(g["due_lookahead_days"])
@@ -299,7 +298,7 @@ def live_marks(spark, cfg: Config, round_id: str, expiry: dt.datetime):
     The generation marks live in `fetch_list` + `rounds`, not in crawldb: writing a mark into
     crawldb was a MERGE of the whole round, which rewrote every crawldb file (docs/scale.md).
     """
-    from recrawl.tables import read, sql_str  # lazy: pyspark (via recrawl.tables)
+    from recrawl.tables import naive_utc, read, sql_str  # lazy: pyspark (via recrawl.tables)
 
     # epoch seconds, not the timestamp: collect() would convert it to the driver's local zone
     rows = read(spark, cfg, "rounds").selectExpr(

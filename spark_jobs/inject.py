@@ -16,9 +16,9 @@ from recrawl.crawldb import insert_new
 from recrawl.crawldb_rules import new_url_values
 from recrawl.rounds import BadInput
 from recrawl.schemas import CRAWLDB
-from recrawl.tables import conform, read
+from recrawl.tables import conform, naive_utc, read
 from recrawl.urlnorm import NormalizeRules, host_key, try_normalize
-from spark_jobs.common import naive_utc, norm_rules
+from spark_jobs.common import norm_rules
 
 
 @dataclass

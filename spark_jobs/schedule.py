@@ -49,8 +49,7 @@ from recrawl.schedules import (
     make_schedule,
     revisit_budget,
 )
-from recrawl.tables import read, sql_str
-from spark_jobs.common import ts_lit
+from recrawl.tables import read, sql_str, ts_lit
 
 POLICY_CODES = {"fixed": 0, "adaptive": 1, "optimal": 2}
 # Only fetched pages are generated again; they are the ones that share the daily budget.

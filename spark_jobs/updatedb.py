@@ -29,9 +29,9 @@ import re
 from recrawl.config import Config
 from recrawl.crawldb import apply_round, mark_traps, park_poison
 from recrawl.hostdb import record_counts
-from recrawl.tables import read, sql_str
+from recrawl.tables import naive_utc, read, sql_str
 from recrawl.urlnorm import host_key, try_normalize
-from spark_jobs.common import naive_utc, norm_rules
+from spark_jobs.common import norm_rules
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
