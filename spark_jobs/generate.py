@@ -68,7 +68,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from pyspark.sql import Window  # lazy: pyspark
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import naive_utc, read, replace_round, sql_str, ts_lit  # lazy: pyspark (via recrawl.tables)
+    from recrawl.tables import naive_utc, read, replace_round, ts_lit  # lazy: pyspark (via recrawl.tables)
 
     g, f = cfg.section("generate"), cfg.section("fetcher")
     lookahead = float(g["due_lookahead_days"])
@@ -205,10 +205,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .withColumn("round_id", F.lit(round_id))
     )
     replace_round(fetch_list, cfg, "fetch_list", round_id)
-    n = read(spark, cfg, "fetch_list").where(
-        f"round_id = {sql_str(round_id)}"
-    )
-    generated = n.count()
+    # What was written, without reading it back: the selected parts are cached and disjoint
+    # (new, due, not-due fill), and every selected host has its partition.
+    generated = sum(n for n, _ in per_host.values())
     skipped_backoff = due.where(in_backoff).count()
     for part in (top_new, top_rest, top_fill):
         if part is not None:
