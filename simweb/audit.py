@@ -74,6 +74,22 @@ def politeness_violations(
     return out
 
 
+def politeness_floor(
+    log: Iterable[dict], min_delay: float, crawl_delays: dict[str, float] | None = None
+) -> float:
+    """The shortest time in which a polite crawler could have made these requests: per host,
+    the responses' own durations plus the delay between consecutive ones (one connection per
+    host, delay counted from the end), and the slowest host sets the floor. Benchmarks print
+    it beside a fetch's wall time; Retry-After waits are not included."""
+    crawl_delays = crawl_delays or {}
+    floor = 0.0
+    for host, entries in by_host(log).items():
+        delay = max(min_delay, crawl_delays.get(host, 0.0))
+        busy = sum(max(0.0, x["end"] - x["start"]) for x in entries)
+        floor = max(floor, busy + delay * (len(entries) - 1))
+    return floor
+
+
 def retry_after_violations(log: Iterable[dict], tolerance: float = 0.05) -> list[str]:
     """Requests to a host sooner than a 429/503 ``Retry-After`` allowed (whole host waits)."""
     out: list[str] = []

@@ -11,6 +11,7 @@ from conftest import Client
 from simweb import SimWeb
 from simweb.audit import (
     foreign_host_requests,
+    politeness_floor,
     politeness_violations,
     retry_after_violations,
     robots_violations,
@@ -73,6 +74,22 @@ def test_crawl_delay_raises_the_bar_for_its_host_only() -> None:
     ]
     problems = politeness_violations(log, 1.0, {H: 2.0})
     assert len(problems) == 1 and problems[0].startswith(H)
+
+
+def test_politeness_floor_is_the_slowest_hosts_busy_time_plus_its_delays() -> None:
+    log = [
+        e(H, "/robots.txt", 0, 0.1),
+        e(H, "/", 5, 5.2),
+        e(H, "/a", 9, 9.2),
+        e("site1.sim.test", "/robots.txt", 0, 0.05),
+        e("site1.sim.test", "/", 1, 1.05),
+        e("control.sim.test", "/day", 0, 30),  # not a crawl host: never counts
+    ]
+    # site0: 0.5 s of responses + 2 gaps of 1 s; site1: 0.1 s + 1 gap of 1 s
+    assert politeness_floor(log, 1.0) == pytest.approx(2.5)
+    # a Crawl-delay of 3 s on site1 makes it the slowest host: 0.1 + 3
+    assert politeness_floor(log, 1.0, {"site1.sim.test": 3.0}) == pytest.approx(3.1)
+    assert politeness_floor([], 1.0) == 0.0
 
 
 def test_retry_after_is_waited_out_for_the_whole_host() -> None:
