@@ -168,10 +168,20 @@ def conform(df, name: str):
 
 
 def replace_round(df, cfg: Config, name: str, round_id: str) -> None:
-    """Atomically replace one round's partition: a re-run leaves exactly one copy."""
+    """Atomically replace one round's partition: a re-run leaves exactly one copy.
+
+    A small round's rows (`small_round_rows`) are committed by delta-rs from the driver, the
+    rest by Spark's own writer (`replaceWhere`); either way one commit of Delta's files.
+    """
+    data = conform(df, name)
+    cap = small_round_rows(cfg)
+    if cap:
+        arrow = data.limit(cap + 1).toArrow()  # all the rows when there are at most `cap`
+        if arrow.num_rows <= cap:
+            _replace_arrow(cfg, name, "round_id", round_id, arrow)
+            return
     (
-        conform(df, name)
-        .write.format("delta")
+        data.write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", f"round_id = {sql_str(round_id)}")
         .save(cfg.table_path(name))
@@ -188,18 +198,31 @@ def overwrite(df, cfg: Config, name: str) -> None:
     conform(df, name).write.format("delta").mode("overwrite").save(cfg.table_path(name))
 
 
-# --- Small tables without a Spark job (delta-rs) ------------------------------------------
+# --- Small commits without a Spark write (delta-rs) ---------------------------------------
 # A Spark commit costs ~0.4-1.3 s of driver time even for one row (a write job, the snapshot
 # after it); delta-rs (the `deltalake` package, already the SQL fast path's reader) commits a
-# one-row change to a local table in ~20 ms. Used for the bookkeeping row each step writes
-# (`rounds`), on a local crawl home only: one writer per home at a time (the crawl lock), and
-# the files are Delta's own, which Spark reads on its next query. Object storage keeps Spark's
-# commits (its credentials live in the Hadoop configuration; delta-rs would need its own).
+# small change to a local table in ~20-50 ms. Used for the bookkeeping row each step writes
+# (`rounds`) and for a small round's outputs (`replace_round`), on a local crawl home only:
+# one writer per home at a time (the crawl lock), and the files are Delta's own, which Spark
+# reads on its next query. Object storage keeps Spark's commits (its credentials live in the
+# Hadoop configuration; delta-rs would need its own).
 
 
 def local_rows_supported(cfg: Config) -> bool:
     """Whether `rows_where` / `replace_rows` can serve this crawl home (a local folder)."""
     return cfg.local_home is not None
+
+
+def small_round_rows(cfg: Config) -> int:
+    """Up to how many rows `replace_round` commits through delta-rs (0: always Spark).
+
+    `crawl.small_round_rows`, on a local crawl home, for rounds of at most that many URLs
+    (`generate.top_n`): a larger round never collects its output in the driver.
+    """
+    cap = int(cfg.get("crawl.small_round_rows"))
+    if cap <= 0 or not local_rows_supported(cfg) or int(cfg.get("generate.top_n")) > cap:
+        return 0
+    return cap
 
 
 def _rs_table(cfg: Config, name: str):
@@ -218,13 +241,27 @@ def rows_where(cfg: Config, name: str, column: str, value: str) -> list[dict]:
 def replace_rows(cfg: Config, name: str, column: str, value: str, rows: list[dict]) -> None:
     """Replace the rows of a local table whose `column` equals `value` by `rows`: one atomic
     commit (delta-rs's overwrite with a predicate), the other rows untouched."""
+    if any(r.get(column) != value for r in rows):
+        raise ValueError(f"{name}: every row must have {column} = {value!r}")
+    _replace_arrow(cfg, name, column, value, rows)
+
+
+def _replace_arrow(cfg: Config, name: str, column: str, value: str, data) -> None:
+    """Replace the rows whose `column` equals `value` by `data`, dicts or an Arrow table
+    (columns named as the table's, any order): one delta-rs commit, then Spark's checkpoint
+    rhythm."""
     import pyarrow as pa  # lazy: heavy
     from deltalake import write_deltalake  # lazy: heavy (delta-rs)
 
     table = _rs_table(cfg, name)
-    if any(r.get(column) != value for r in rows):
-        raise ValueError(f"{name}: every row must have {column} = {value!r}")
-    data = pa.Table.from_pylist(rows, schema=pa.schema(table.schema().to_arrow()))
+    target = pa.schema(table.schema().to_arrow())
+    if isinstance(data, list):
+        data = pa.Table.from_pylist(data, schema=target)
+    # `take` rebuilds every array: Spark's record batches give a list column whose lists are
+    # all empty a string child with an empty offsets buffer (legal Arrow), on which delta-rs
+    # 1.6's writer panics (seen on `fetches.redirect_chain`).
+    data = data.select(target.names).cast(target)
+    data = data.take(pa.array(range(data.num_rows), pa.int64()))
     # delta-rs's SQL (DataFusion) quotes as the standard does: '' inside, backslash literal
     literal = "'" + value.replace("'", "''") + "'"
     write_deltalake(table, data, mode="overwrite", predicate=f"{column} = {literal}")

@@ -4,7 +4,15 @@ import pytest
 from pyspark.sql import Row
 
 from recrawl.schemas import TABLES
-from recrawl.tables import SchemaMismatch, check_schema, init_tables, read, replace_round
+from recrawl.tables import (
+    SchemaMismatch,
+    check_schema,
+    conform,
+    init_tables,
+    read,
+    replace_round,
+    small_round_rows,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -45,7 +53,27 @@ def test_delta_write_merge_read_back(spark, cfg):
     assert [(r.url, r.pagerank) for r in v1] == [("http://a/", 0.5)]
 
 
-def test_replace_round_is_idempotent(spark, cfg):
+# Both writers of a round's rows: delta-rs from the driver (a small round on a local home,
+# crawl.small_round_rows) and Spark's own (`0`: always).
+WRITERS = {"delta-rs": 10000, "spark": 0}
+
+
+def _last_writer(cfg, name: str) -> str:
+    """Which engine made the table's last commit (its commitInfo)."""
+    from deltalake import DeltaTable
+
+    info = DeltaTable(cfg.table_path(name)).history(1)[0]
+    engine = str(info.get("engineInfo") or info.get("clientVersion") or "")
+    return "spark" if "Spark" in engine else "delta-rs" if "delta-rs" in engine else engine
+
+
+@pytest.fixture(params=sorted(WRITERS))
+def writer(request, cfg):
+    return request.param, cfg.with_overrides({"crawl.small_round_rows": WRITERS[request.param]})
+
+
+def test_replace_round_is_idempotent(spark, writer):
+    name, cfg = writer
     init_tables(spark, cfg)
     rows = [Row(round_id="r1", url=f"http://h/{i}", canonical_url="http://h/0", kind="exact",
                 distance=0) for i in range(1, 4)]
@@ -57,6 +85,85 @@ def test_replace_round_is_idempotent(spark, cfg):
     out = read(spark, cfg, "duplicates")
     assert out.where("round_id = 'r1'").count() == 3
     assert out.count() == 4
+    assert _last_writer(cfg, "duplicates") == name
+
+
+def test_both_writers_store_the_same_rows_of_every_type(spark, writer):
+    import datetime as dt
+
+    from pyspark.sql import functions as F
+
+    name, cfg = writer
+    init_tables(spark, cfg)
+    when = dt.datetime(2026, 11, 2, 3, 4, 5, 678901)
+    fetches = spark.createDataFrame([
+        Row(round_id="r1", url=f"http://h/{i}", final_url=None if i else "http://h/x",
+            fetch_time=when, http_status=200 + i, fetch_status="fetched", error=None,
+            content_type="text/html; charset=utf-8", content_length=2**40 + i,
+            payload_digest="sha1:" + "é" * i, warc_file="/w/a.warc.gz", warc_offset=i,
+            warc_length=10, etag='"x"', last_modified=None, duration_ms=5,
+            redirect_chain=["http://h/a", f"http://h/{i}"] if i else [], truncated=bool(i % 2),
+            ip="127.0.0.1", warc_record_id=None, warc_type="response",
+            warc_target_uri=f"http://h/{i}", warc_date="2026-11-02T03:04:05Z", executor_id="1")
+        for i in range(3)
+    ], TABLES["fetches"].schema)
+    captures = spark.createDataFrame(
+        [("http://h/1", when, 304, None, 7, when.date(), "r1")],
+        "url string, fetch_time timestamp, fetch_status int, url_port int, "
+        "warc_record_offset long, fetch_date date, round_id string")
+    for table, df in (("fetches", fetches), ("captures", captures)):
+        replace_round(df, cfg, table, "r1")
+        assert _last_writer(cfg, table) == name
+        back, want = read(spark, cfg, table), conform(df, table)
+        assert back.count() == df.count()
+        assert back.exceptAll(want).count() == 0 and want.exceptAll(back).count() == 0
+    # a timestamp is the same instant, to the microsecond, whoever wrote it
+    assert read(spark, cfg, "fetches").first()["fetch_time"] == when
+    # every list empty (Spark's Arrow then has an empty offsets buffer, which delta-rs 1.6
+    # panicked on), then an empty round: its rows are gone, the other round's stay
+    no_chain = fetches.withColumn("redirect_chain", F.array().cast("array<string>"))
+    replace_round(no_chain.withColumn("round_id", F.lit("r2")), cfg, "fetches", "r2")
+    assert {len(r.redirect_chain) for r in read(spark, cfg, "fetches").where("round_id = 'r2'")
+            .collect()} == {0}
+    replace_round(fetches.limit(0), cfg, "fetches", "r1")
+    assert _last_writer(cfg, "fetches") == name
+    assert [r.round_id for r in read(spark, cfg, "fetches").collect()] == ["r2"] * 3
+
+
+def test_a_round_larger_than_the_cap_is_written_by_spark(spark, cfg):
+    init_tables(spark, cfg)
+    rows = spark.createDataFrame([Row(round_id="r1", url=f"http://h/{i}", canonical_url="c",
+                                      kind="exact", distance=0) for i in range(3)])
+    small = cfg.with_overrides({"crawl.small_round_rows": 3, "generate.top_n": 3})
+    replace_round(rows, small, "duplicates", "r1")
+    assert _last_writer(small, "duplicates") == "delta-rs"
+    # more rows than the cap: collected no further than cap + 1, then Spark writes them all
+    two = small.with_overrides({"crawl.small_round_rows": 2, "generate.top_n": 2})
+    replace_round(rows, two, "duplicates", "r1")
+    assert _last_writer(two, "duplicates") == "spark"
+    assert read(spark, two, "duplicates").count() == 3
+    # a round configured larger than the cap never collects its output in the driver
+    big = small.with_overrides({"generate.top_n": 4})
+    replace_round(rows.limit(1), big, "duplicates", "r1")
+    assert _last_writer(big, "duplicates") == "spark"
+    assert read(spark, big, "duplicates").count() == 1
+    # an s3a:// home is always Spark's
+    assert small_round_rows(small.with_overrides({"crawl.home": "s3a://b/home"})) == 0
+
+
+def test_a_null_in_a_required_column_is_refused_and_nothing_is_committed(spark, writer):
+    name, cfg = writer
+    init_tables(spark, cfg)
+    good = spark.createDataFrame([Row(round_id="r1", url="http://h/1", canonical_url="c",
+                                      kind="exact", distance=0)])
+    replace_round(good, cfg, "duplicates", "r1")
+    bad = spark.createDataFrame([Row(round_id="r1", url=None, canonical_url="c",
+                                     kind="exact", distance=0)],
+                                "round_id string, url string, canonical_url string, kind string, "
+                                "distance int")
+    with pytest.raises(Exception, match="(?i)null"):
+        replace_round(bad, cfg, "duplicates", "r1")
+    assert [r.url for r in read(spark, cfg, "duplicates").collect()] == ["http://h/1"]
 
 
 def test_schema_drift_is_reported_clearly():
