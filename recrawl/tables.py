@@ -238,6 +238,12 @@ def rows_where(cfg: Config, name: str, column: str, value: str) -> list[dict]:
     return _rs_table(cfg, name).to_pyarrow_table(filters=[(column, "=", value)]).to_pylist()
 
 
+def all_rows(cfg: Config, name: str, columns: list[str]) -> list[dict]:
+    """`columns` of every row of a small local table, as dicts (delta-rs, no JVM);
+    timestamps come back as aware UTC datetimes."""
+    return _rs_table(cfg, name).to_pyarrow_table(columns=columns).to_pylist()
+
+
 def replace_rows(cfg: Config, name: str, column: str, value: str, rows: list[dict]) -> None:
     """Replace the rows of a local table whose `column` equals `value` by `rows`: one atomic
     commit (delta-rs's overwrite with a predicate), the other rows untouched."""
@@ -310,12 +316,23 @@ class InsertAll(_Conditional):
 Clause = Update | UpdateAll | Delete | Insert | InsertAll
 
 
-def merge_into(spark, cfg: Config, name: str, source, on: str, *clauses: Clause) -> None:
-    """MERGE `source` (alias `s`) into table `name` (alias `t`) on `on`, one atomic commit."""
+def merge_into(spark, cfg: Config, name: str, source, on: str, *clauses: Clause,
+               portable: bool = False) -> None:
+    """MERGE `source` (alias `s`) into table `name` (alias `t`) on `on`, one atomic commit.
+
+    `portable`: `on` and the clauses are SQL that Spark and delta-rs (DataFusion) read alike.
+    Then a small round's source (`small_round_rows`) into a local table of at most
+    SMALL_TARGET_ROWS rows is merged by delta-rs from the driver, without a Spark job.
+    """
     from delta.tables import DeltaTable  # lazy: delta-spark
 
     if not clauses:
         raise ValueError("merge_into needs at least one clause")
+    if portable and (cap := small_round_rows(cfg)):
+        arrow = source.limit(cap + 1).toArrow()  # all the rows when there are at most `cap`
+        if arrow.num_rows <= cap and _rs_rows(cfg, name) <= SMALL_TARGET_ROWS:
+            _merge_arrow(cfg, name, arrow, on, clauses)
+            return
     m = DeltaTable.forPath(spark, cfg.table_path(name)).alias("t").merge(source.alias("s"), on)
     for c in clauses:
         if isinstance(c, Update):
@@ -331,6 +348,51 @@ def merge_into(spark, cfg: Config, name: str, source, on: str, *clauses: Clause)
         else:
             raise TypeError(f"not a MERGE clause: {c!r}")
     m.execute()
+
+
+# The largest table delta-rs merges into: it rewrites the files a MERGE touches in the
+# driver's memory, which is cheap for the per-host tables of a small crawl, not for crawldb.
+SMALL_TARGET_ROWS = 1_000_000
+
+
+def _rs_rows(cfg: Config, name: str) -> int:
+    """Rows of a local table, from its log's file statistics (no data read)."""
+    import pyarrow as pa  # lazy: heavy
+    import pyarrow.compute as pc  # lazy: heavy
+
+    files = pa.table(_rs_table(cfg, name).get_add_actions(flatten=True))
+    return int(pc.sum(files["num_records"]).as_py() or 0) if files.num_rows else 0
+
+
+def _merge_arrow(cfg: Config, name: str, source, on: str, clauses) -> None:
+    """`merge_into`'s clauses, in order, as one delta-rs MERGE of the Arrow table `source`."""
+    import pyarrow as pa  # lazy: heavy
+
+    table = _rs_table(cfg, name)
+    target = pa.schema(table.schema().to_arrow())
+    # the table's types for the columns it has (delta-rs refuses a type mismatch); `take`
+    # rebuilds the arrays (see _replace_arrow)
+    cols = [source[c].cast(target.field(c).type) if c in target.names else source[c]
+            for c in source.column_names]
+    source = pa.table(cols, names=source.column_names)
+    source = source.take(pa.array(range(source.num_rows), pa.int64()))
+    m = table.merge(source, predicate=on, source_alias="s", target_alias="t")
+    for c in clauses:
+        if isinstance(c, Update):
+            m = m.when_matched_update(updates=dict(c.set), predicate=c.when)
+        elif isinstance(c, UpdateAll):
+            m = m.when_matched_update_all(predicate=c.when)
+        elif isinstance(c, Delete):
+            m = m.when_matched_delete(predicate=c.when)
+        elif isinstance(c, Insert):
+            m = m.when_not_matched_insert(updates=dict(c.values), predicate=c.when)
+        elif isinstance(c, InsertAll):
+            m = m.when_not_matched_insert_all(predicate=c.when)
+        else:
+            raise TypeError(f"not a MERGE clause: {c!r}")
+    m.execute()
+    if table.version() % 10 == 0:  # Spark's checkpoint rhythm (see _replace_arrow)
+        table.create_checkpoint()
 
 
 def update_where(spark, cfg: Config, name: str, condition: str, set: Mapping[str, str]) -> None:

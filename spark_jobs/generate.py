@@ -297,13 +297,24 @@ def live_marks(spark, cfg: Config, round_id: str, expiry: dt.datetime):
     The generation marks live in `fetch_list` + `rounds`, not in crawldb: writing a mark into
     crawldb was a MERGE of the whole round, which rewrote every crawldb file (docs/scale.md).
     """
-    from recrawl.tables import naive_utc, read, sql_str  # lazy: pyspark (via recrawl.tables)
+    from recrawl.tables import (  # lazy: pyspark (via recrawl.tables)
+        all_rows,
+        local_rows_supported,
+        naive_utc,
+        read,
+        sql_str,
+    )
 
-    # epoch seconds, not the timestamp: collect() would convert it to the driver's local zone
-    rows = read(spark, cfg, "rounds").selectExpr(
-        "round_id", "CAST(started_at AS DOUBLE)", "steps_done").collect()
-    ids = open_rounds(((r[0], None if r[1] is None else naive_utc(dt.datetime.fromtimestamp(r[1], dt.UTC)),
-                        r[2]) for r in rows), round_id, expiry)
+    if local_rows_supported(cfg):  # one small table: delta-rs reads it without a Spark job
+        rows = [(r["round_id"], r["started_at"], r["steps_done"])
+                for r in all_rows(cfg, "rounds", ["round_id", "started_at", "steps_done"])]
+    else:
+        # epoch seconds, not the timestamp: collect() would convert it to the driver's local zone
+        rows = [(r[0], None if r[1] is None else dt.datetime.fromtimestamp(r[1], dt.UTC), r[2])
+                for r in read(spark, cfg, "rounds").selectExpr(
+                    "round_id", "CAST(started_at AS DOUBLE)", "steps_done").collect()]
+    ids = open_rounds(((rid, None if started is None else naive_utc(started), steps)
+                       for rid, started, steps in rows), round_id, expiry)
     if not ids:
         return None
     return (
