@@ -24,6 +24,7 @@ def record_fetch(spark, cfg: Config, rows) -> None:
         Update({c: f"s.{c}" for c in politeness}),
         Insert({"host": "s.host", **{c: f"s.{c}" for c in politeness}, "pages_known": "0",
                 "trap": "false", "pages_fetched": "0"}),
+        portable=True,
     )
 
 
@@ -43,6 +44,7 @@ def record_counts(spark, cfg: Config, stats) -> None:
             "trap": "s.trap", "trap_reason": "s.trap_reason", "consecutive_failures": "0",
             "updated_at": "s.updated_at",
         }),
+        portable=True,
     )
 
 
@@ -53,6 +55,7 @@ def flag_traps(spark, cfg: Config, traps) -> None:
         spark, cfg, "hosts", traps, "t.host = s.host",
         Update({"trap": "s.trap", "trap_reason": "s.trap_reason"}),
         Insert({"host": "s.host", "trap": "s.trap", "trap_reason": "s.trap_reason"}),
+        portable=True,
     )
 
 
@@ -60,4 +63,4 @@ def set_ranks(spark, cfg: Config, rows) -> None:
     """The host graph's rank and components (`rows`: host and HOST_RANK_COLUMNS)."""
     cols = {c: f"s.{c}" for c in HOST_RANK_COLUMNS}
     merge_into(spark, cfg, "hosts", rows, "t.host = s.host",
-               Update(cols), Insert({"host": "s.host", **cols}))
+               Update(cols), Insert({"host": "s.host", **cols}), portable=True)

@@ -214,7 +214,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     replace_round(fetches, cfg, "fetches", round_id)
     robots_rows = parsed("robots", ROBOTS).dropDuplicates(["host"])
     if robots_rows.limit(1).count():
-        merge_into(spark, cfg, "robots", robots_rows, "t.host = s.host", UpdateAll(), InsertAll())
+        merge_into(spark, cfg, "robots", robots_rows, "t.host = s.host", UpdateAll(), InsertAll(),
+                   portable=True)
     hosts_rows = parsed("host", HOSTS).dropDuplicates(["host"]).withColumn(
         "updated_at", F.current_timestamp()
     )

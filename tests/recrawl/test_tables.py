@@ -196,3 +196,52 @@ def test_init_adds_columns_declared_since_a_table_was_made(spark, cfg):
     rows = df.collect()
     assert [r.host for r in rows] == ["http://a.test:80"]  # the old row survived, new columns NULL
     assert rows[0].scc_root is None and rows[0].scc_hosts is None
+
+
+def test_a_portable_merge_is_the_same_on_both_writers(spark, tmp_path):
+    import datetime as dt
+
+    from recrawl.tables import Delete, InsertAll, UpdateAll, merge_into
+    from tests.conftest import make_config
+
+    when = dt.datetime(2026, 11, 2, 3, 4, 5, 678901)
+    schema = TABLES["robots"].schema
+    first = [Row(host=f"h{i}", fetched_at=when, http_status=200, crawl_delay=None,
+                 sitemaps=[f"http://h{i}/s.xml"] if i else [], rules="User-agent: *",
+                 expires_at=None) for i in range(4)]
+    later = [Row(host=f"h{i}", fetched_at=when + dt.timedelta(days=1), http_status=404 + i,
+                 crawl_delay=1.5, sitemaps=[], rules=None, expires_at=when)
+             for i in range(2, 6)]
+    out = {}
+    for writer, cap in WRITERS.items():
+        cfg = make_config(tmp_path / writer, **{"crawl.small_round_rows": cap})
+        init_tables(spark, cfg)
+        for rows in (first, later):
+            merge_into(spark, cfg, "robots", spark.createDataFrame(rows, schema), "t.host = s.host",
+                       Delete("s.http_status = 407"), UpdateAll(), InsertAll(), portable=True)
+            assert _last_writer(cfg, "robots") == writer
+        out[writer] = read(spark, cfg, "robots")
+    a, b = out["delta-rs"], out["spark"]
+    # h3 deleted by the first matching clause; h2 updated; h4, h5 inserted
+    assert sorted(r.host for r in a.collect()) == ["h0", "h1", "h2", "h4", "h5"]
+    assert a.exceptAll(b).count() == 0 and b.exceptAll(a).count() == 0
+
+
+def test_a_merge_goes_to_spark_unless_portable_small_and_into_a_small_table(spark, cfg, monkeypatch):
+    import recrawl.tables as tables
+    from recrawl.tables import InsertAll, UpdateAll, merge_into
+
+    init_tables(spark, cfg)
+    rows = spark.createDataFrame([Row(host="h", fetched_at=None, http_status=200, crawl_delay=None,
+                                      sitemaps=[], rules=None, expires_at=None)],
+                                 TABLES["robots"].schema)
+
+    def merge(**kw):
+        merge_into(spark, cfg, "robots", rows, "t.host = s.host", UpdateAll(), InsertAll(), **kw)
+        return _last_writer(cfg, "robots")
+
+    assert merge(portable=True) == "delta-rs"
+    assert merge() == "spark"  # clauses not declared portable SQL
+    monkeypatch.setattr(tables, "SMALL_TARGET_ROWS", 0)  # a target above the size limit
+    assert merge(portable=True) == "spark"
+    assert read(spark, cfg, "robots").count() == 1
