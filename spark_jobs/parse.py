@@ -199,5 +199,5 @@ def write_latest_outlinks(spark, cfg: Config, round_id: str, parsed_urls, links)
 
     srcs = parsed_urls.select(F.col("url").alias("src_url")).distinct()
     merge_into(spark, cfg, "links", srcs, f"t.src_url = s.src_url AND t.round_id != {sql_str(round_id)}",
-               Delete())
+               Delete(), portable=True)
     replace_round(links, cfg, "links", round_id)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
@@ -72,3 +73,27 @@ def test_records_become_pages_with_text_fingerprints_and_filtered_outlinks(tmp_p
     sitemap = out["http://a.test/sitemap.xml"]
     assert [(link["dst_url"], link["kind"]) for link in sitemap["links"]] == [
         ("http://a.test/s1", "sitemap"), ("http://a.test/s2", "sitemap")]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("cap", [10000, 0], ids=["delta-rs", "spark"])
+def test_links_keep_each_pages_latest_outlinks_only(spark, tmp_path, cap):
+    from recrawl.tables import init_tables, read, replace_round
+    from spark_jobs.parse import write_latest_outlinks
+
+    cfg = make_config(tmp_path / "home", **{"crawl.small_round_rows": cap})
+    init_tables(spark, cfg)
+    schema = "src_url string, dst_url string, round_id string"
+    replace_round(spark.createDataFrame(
+        [("http://a/", "http://x/", "r1"), ("http://a/", "http://y/", "r1"),
+         ("http://b/", "http://x/", "r1")], schema), cfg, "links", "r1")
+    # round r2 parsed a again (its outlinks now: z) and c (new); b was not parsed
+    parsed = spark.createDataFrame([("http://a/",), ("http://c/",)], "url string")
+    new = spark.createDataFrame([("http://a/", "http://z/", "r2"), ("http://c/", "http://x/", "r2")],
+                                schema)
+    write_latest_outlinks(spark, cfg, "r2", parsed, new)
+    # a re-run of r2 changes nothing: its own round's links are replaced, not deleted twice
+    write_latest_outlinks(spark, cfg, "r2", parsed, new)
+    got = sorted((r.src_url, r.dst_url, r.round_id) for r in read(spark, cfg, "links").collect())
+    assert got == [("http://a/", "http://z/", "r2"), ("http://b/", "http://x/", "r1"),
+                   ("http://c/", "http://x/", "r2")]
