@@ -9,19 +9,16 @@ import pytest
 
 from recrawl.hostdb import flag_traps, record_counts, record_fetch, set_ranks
 from recrawl.tables import init_tables, read
+from tests.recrawl.test_tables import WRITERS
+from tests.recrawl.test_tables import _last_writer as last_writer
 
 pytestmark = pytest.mark.spark
 
-WRITERS = {"delta-rs": 10000, "spark": 0}
 T0 = dt.datetime(2026, 11, 2, 3, 4, 5, 123456)
 
 
 def _last_writer(cfg) -> str:
-    from deltalake import DeltaTable
-
-    info = DeltaTable(cfg.table_path("hosts")).history(1)[0]
-    engine = str(info.get("engineInfo") or info.get("clientVersion") or "")
-    return "spark" if "Spark" in engine else "delta-rs" if "delta-rs" in engine else engine
+    return last_writer(cfg, "hosts")
 
 
 def _hosts(spark, cfg) -> dict[str, dict]:
