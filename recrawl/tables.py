@@ -174,12 +174,10 @@ def replace_round(df, cfg: Config, name: str, round_id: str) -> None:
     rest by Spark's own writer (`replaceWhere`); either way one commit of Delta's files.
     """
     data = conform(df, name)
-    cap = small_round_rows(cfg)
-    if cap:
-        arrow = data.limit(cap + 1).toArrow()  # all the rows when there are at most `cap`
-        if arrow.num_rows <= cap:
-            _replace_arrow(cfg, name, "round_id", round_id, arrow)
-            return
+    arrow = _small_rows(data, cfg)
+    if arrow is not None:
+        _replace_arrow(cfg, name, "round_id", round_id, arrow)
+        return
     (
         data.write.format("delta")
         .mode("overwrite")
@@ -202,7 +200,8 @@ def overwrite(df, cfg: Config, name: str) -> None:
 # A Spark commit costs ~0.4-1.3 s of driver time even for one row (a write job, the snapshot
 # after it); delta-rs (the `deltalake` package, already the SQL fast path's reader) commits a
 # small change to a local table in ~20-50 ms. Used for the bookkeeping row each step writes
-# (`rounds`) and for a small round's outputs (`replace_round`), on a local crawl home only:
+# (`rounds`), a small round's outputs (`replace_round`) and its portable MERGEs into small
+# tables (`merge_into`), on a local crawl home only:
 # one writer per home at a time (the crawl lock), and the files are Delta's own, which Spark
 # reads on its next query. Object storage keeps Spark's commits (its credentials live in the
 # Hadoop configuration; delta-rs would need its own).
@@ -214,7 +213,8 @@ def local_rows_supported(cfg: Config) -> bool:
 
 
 def small_round_rows(cfg: Config) -> int:
-    """Up to how many rows `replace_round` commits through delta-rs (0: always Spark).
+    """Up to how many rows `replace_round` and a portable `merge_into` hand to delta-rs
+    (0: always Spark).
 
     `crawl.small_round_rows`, on a local crawl home, for rounds of at most that many URLs
     (`generate.top_n`): a larger round never collects its output in the driver.
@@ -223,6 +223,32 @@ def small_round_rows(cfg: Config) -> int:
     if cap <= 0 or not local_rows_supported(cfg) or int(cfg.get("generate.top_n")) > cap:
         return 0
     return cap
+
+
+def _small_rows(df, cfg: Config):
+    """`df`'s rows as an Arrow table when this is a small round on a local home and `df` has
+    at most `small_round_rows` of them (at most cap + 1 are collected), else None."""
+    cap = small_round_rows(cfg)
+    if not cap:
+        return None
+    arrow = df.limit(cap + 1).toArrow()
+    return arrow if arrow.num_rows <= cap else None
+
+
+def _rebuilt(data):
+    """`data` with every array rebuilt (`take`): Spark's record batches give a list column
+    whose lists are all empty a string child with an empty offsets buffer (legal Arrow), on
+    which delta-rs 1.6's writer panics (seen on `fetches.redirect_chain`)."""
+    import pyarrow as pa  # lazy: heavy
+
+    return data.take(pa.array(range(data.num_rows), pa.int64()))
+
+
+def _checkpoint_like_spark(table) -> None:
+    """Spark checkpoints a table every 10 commits (delta-rs by default every 100): keep its
+    readers' log replay as short as Spark's own commits would."""
+    if table.version() % 10 == 0:
+        table.create_checkpoint()
 
 
 def _rs_table(cfg: Config, name: str):
@@ -263,18 +289,11 @@ def _replace_arrow(cfg: Config, name: str, column: str, value: str, data) -> Non
     target = pa.schema(table.schema().to_arrow())
     if isinstance(data, list):
         data = pa.Table.from_pylist(data, schema=target)
-    # `take` rebuilds every array: Spark's record batches give a list column whose lists are
-    # all empty a string child with an empty offsets buffer (legal Arrow), on which delta-rs
-    # 1.6's writer panics (seen on `fetches.redirect_chain`).
-    data = data.select(target.names).cast(target)
-    data = data.take(pa.array(range(data.num_rows), pa.int64()))
+    data = _rebuilt(data.select(target.names).cast(target))
     # delta-rs's SQL (DataFusion) quotes as the standard does: '' inside, backslash literal
     literal = "'" + value.replace("'", "''") + "'"
     write_deltalake(table, data, mode="overwrite", predicate=f"{column} = {literal}")
-    # Spark checkpoints a table every 10 commits (delta-rs by default every 100): keep its
-    # readers' log replay as short as Spark's own commits would.
-    if table.version() % 10 == 0:
-        table.create_checkpoint()
+    _checkpoint_like_spark(table)
 
 
 # --- MERGE and UPDATE ---------------------------------------------------------------------
@@ -328,9 +347,9 @@ def merge_into(spark, cfg: Config, name: str, source, on: str, *clauses: Clause,
 
     if not clauses:
         raise ValueError("merge_into needs at least one clause")
-    if portable and (cap := small_round_rows(cfg)):
-        arrow = source.limit(cap + 1).toArrow()  # all the rows when there are at most `cap`
-        if arrow.num_rows <= cap and _rs_rows(cfg, name) <= SMALL_TARGET_ROWS:
+    if portable:
+        arrow = _small_rows(source, cfg)
+        if arrow is not None and _rs_rows(cfg, name) <= SMALL_TARGET_ROWS:
             _merge_arrow(cfg, name, arrow, on, clauses)
             return
     m = DeltaTable.forPath(spark, cfg.table_path(name)).alias("t").merge(source.alias("s"), on)
@@ -370,12 +389,10 @@ def _merge_arrow(cfg: Config, name: str, source, on: str, clauses) -> None:
 
     table = _rs_table(cfg, name)
     target = pa.schema(table.schema().to_arrow())
-    # the table's types for the columns it has (delta-rs refuses a type mismatch); `take`
-    # rebuilds the arrays (see _replace_arrow)
+    # the table's types for the columns it has (delta-rs refuses a type mismatch)
     cols = [source[c].cast(target.field(c).type) if c in target.names else source[c]
             for c in source.column_names]
-    source = pa.table(cols, names=source.column_names)
-    source = source.take(pa.array(range(source.num_rows), pa.int64()))
+    source = _rebuilt(pa.table(cols, names=source.column_names))
     m = table.merge(source, predicate=on, source_alias="s", target_alias="t")
     for c in clauses:
         if isinstance(c, Update):
@@ -391,8 +408,7 @@ def _merge_arrow(cfg: Config, name: str, source, on: str, clauses) -> None:
         else:
             raise TypeError(f"not a MERGE clause: {c!r}")
     m.execute()
-    if table.version() % 10 == 0:  # Spark's checkpoint rhythm (see _replace_arrow)
-        table.create_checkpoint()
+    _checkpoint_like_spark(table)
 
 
 def update_where(spark, cfg: Config, name: str, condition: str, set: Mapping[str, str]) -> None:
