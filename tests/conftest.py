@@ -44,6 +44,7 @@ LONG_MODULES = (
     "tests/spark_jobs/test_replay.py",
     "tests/dags/test_airflow_demo.py",
     "tests/spark_jobs/test_s3a.py",
+    "tests/benchmarks/test_pipeline_freshness.py",
 )
 
 
