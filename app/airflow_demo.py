@@ -33,6 +33,7 @@ from typing import Any
 
 from app.daemon import stop_all
 from app.demo import demo_config, summary
+from recrawl.analytics import write_reference_rates
 from recrawl.config import PROJECT_ROOT, Config, load_config
 from recrawl.spark import get_spark
 
@@ -173,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
         config_file.write_text(config_toml(cfg), encoding="utf-8")
         seeds = home / "seeds.txt"
         seeds.write_text("# demo seeds\n" + control(port, "/__sim/seeds"), encoding="utf-8")
+        # simweb's true change rates beside the tables (the report's estimated-vs-true section)
+        write_reference_rates(cfg.home, json.loads(control(port, "/__sim/rates")))
         env = airflow_env(airflow_home, config_file)
         start = dt.date.fromisoformat(args.start)
 

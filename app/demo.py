@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from app.cli import run_step
+from recrawl.analytics import write_reference_rates
 from recrawl.config import Config, load_config
 from recrawl.rounds import STEPS, parse_date, round_id_for
 from recrawl.spark import get_spark
@@ -108,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"simulated web: {len(web.hosts())} hosts on 127.0.0.1:{port}")
     try:
         cfg = demo_config(home)
+        # simweb's true change rates beside the tables: the report's and notebook 03's
+        # estimated-vs-true comparison reads them (recrawl.analytics.REFERENCE_RATES)
+        write_reference_rates(cfg.home, web.truth.change_rates())
         spark = get_spark(cfg, "recrawl-demo")
         init_tables(spark, cfg)
         seeds = home / "seeds.txt"

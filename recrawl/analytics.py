@@ -15,9 +15,12 @@ Only numbers here: drawing them (series, colours, matplotlib plots) is `recrawl.
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
+from recrawl.config import local_path
 from recrawl.crawldb_rules import (
     FETCH_STATUSES,  # noqa: F401 (notebooks use an.FETCH_STATUSES)
     SUCCESS,
@@ -29,6 +32,9 @@ from recrawl.crawldb_rules import (
 CHANGE_RATE_EDGES = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 # Age buckets for freshness, in days since the last successful fetch.
 AGE_EDGES = (1.0, 3.0, 7.0, 30.0)
+# True change rates known for a crawl's URLs (a simulated web's truth, or a study's ground
+# truth), kept beside its tables: `url,true_rate` (changes per day), one row per URL.
+REFERENCE_RATES = "reference_rates.csv"
 
 
 def rows(con, sql: str, params: Sequence | None = None) -> list[dict]:
@@ -379,6 +385,76 @@ def change_rates(con) -> list[float]:
     return [r[0] for r in con.execute(
         "SELECT change_rate FROM crawldb WHERE change_rate IS NOT NULL ORDER BY change_rate"
     ).fetchall()]
+
+
+def write_reference_rates(home: str, rates: Mapping[str, float]) -> Path:
+    """Write known true change rates (URL -> changes per day) as the crawl home's reference
+    file (`REFERENCE_RATES`); a local crawl home only. The demos write simweb's truth here."""
+    root = local_path(home)
+    if root is None:
+        raise ValueError(f"reference rates are kept in a local crawl home, not {home}")
+    path = root / REFERENCE_RATES
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(["url", "true_rate"])
+        out.writerows((url, repr(float(rate))) for url, rate in sorted(rates.items()))
+    return path
+
+
+def reference_rates_file(home: str) -> str | None:
+    """The crawl home's reference file when the home is local and holds one, else None."""
+    root = local_path(home)
+    path = None if root is None else root / REFERENCE_RATES
+    return str(path) if path is not None and path.is_file() else None
+
+
+_REFERENCE = """r AS (SELECT url, true_rate FROM read_csv(?, header = true,
+                       columns = {'url': 'VARCHAR', 'true_rate': 'DOUBLE'})),
+    held AS (SELECT r.true_rate, c.change_rate, c.fetch_interval_s / 86400.0 AS interval_d
+             FROM r JOIN crawldb c USING (url) WHERE c.status = 'fetched')"""
+
+
+def rate_vs_truth(con, reference: str, edges: Sequence[float] = CHANGE_RATE_EDGES) -> list[dict]:
+    """The schedule's estimates against known true rates (`reference`: a REFERENCE_RATES file).
+
+    Per true-rate bucket (the buckets of `change_rate_distribution`), over the URLs held
+    (crawldb status `fetched`) that the file names: URLs, those with an estimate yet, and the
+    medians of the true rate, the estimated rate (`change_rate`) and the revisit interval the
+    schedule chose (days). Every bucket is listed, lowest rate first.
+    """
+    if not has_tables(con, "crawldb"):
+        return []
+    case, labels = _bucket_sql("true_rate", edges, "/d")
+    got = {r[0]: r[1:] for r in con.execute(
+        f"""WITH {_REFERENCE}
+            SELECT {case} AS b, count(*), count(change_rate), median(true_rate),
+                   median(change_rate), median(interval_d)
+            FROM held GROUP BY b""", [reference]).fetchall()}
+    out = []
+    for i, label in enumerate(labels):
+        urls, estimated, true, est, interval = got.get(i, (0, 0, None, None, None))
+        out.append({"bucket": label, "urls": urls, "estimated_urls": estimated,
+                    "median_true_rate": true, "median_estimated_rate": est,
+                    "median_interval_d": interval})
+    return out
+
+
+def rate_rank_correlation(con, reference: str) -> tuple[float | None, int]:
+    """Spearman's rank correlation of estimated and true rates over the held URLs with an
+    estimate (ties get their mean rank), and how many URLs it is over; None below 3 URLs or
+    when either side is constant."""
+    if not has_tables(con, "crawldb"):
+        return None, 0
+    rho, n = con.execute(f"""
+        WITH {_REFERENCE},
+        j AS (SELECT true_rate AS x, change_rate AS y FROM held WHERE change_rate IS NOT NULL),
+        k AS (SELECT rank() OVER (ORDER BY x) + (count(*) OVER (PARTITION BY x) - 1) / 2.0 AS rx,
+                     rank() OVER (ORDER BY y) + (count(*) OVER (PARTITION BY y) - 1) / 2.0 AS ry
+              FROM j)
+        SELECT corr(rx, ry), count(*) FROM k""", [reference]).fetchone()
+    ok = n >= 3 and rho is not None and rho == rho  # NaN when a side is constant
+    return (float(rho) if ok else None), int(n)
 
 
 def freshness(con, edges: Sequence[float] = AGE_EDGES) -> list[dict]:

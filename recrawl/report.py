@@ -251,8 +251,10 @@ _NO_SCORES = ("No PageRank scores yet: run <code>crawler pagerank</code> after a
 
 def build_report(con, *, title: str = "Crawl report", home: str = "", top: int = 15,
                  now: dt.datetime | None = None, min_delay_s: float = 1.0,
-                 max_crawl_delay_s: float = 30.0) -> str:
-    """The report's HTML from a fast-path connection (see recrawl.fastsql.connect)."""
+                 max_crawl_delay_s: float = 30.0, reference_rates: str | None = None) -> str:
+    """The report's HTML from a fast-path connection (see recrawl.fastsql.connect);
+    `reference_rates`: a file of known true change rates (analytics.REFERENCE_RATES), whose
+    comparison with the estimates the change-rate section then shows."""
     now = now or dt.datetime.now(dt.UTC)
     a = analytics
     summ = a.summary(con)
@@ -268,6 +270,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
     deferred = a.retry_later_per_round(con)
     rates = a.change_rate_distribution(con)
     fresh = a.freshness(con)
+    truth = _rate_vs_truth(con, reference_rates) if reference_rates else ""
     ranks = a.top_pages_by_pagerank(con, top=top)
     capacity = a.politeness_capacity(con, min_delay_s, max_crawl_delay_s)
 
@@ -383,6 +386,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                  table(rates, [("bucket", "estimated rate"), ("urls", "URLs"),
                                ("median_interval_d", "median revisit interval, days")],
                        "table-change-rate")),
+        truth,
         "<h3>Age of the stored copy; overdue = due before the last round</h3>",
         bar_chart("chart-freshness", [r["bucket"] for r in fresh],
                   [("URLs", [r["urls"] for r in fresh]), ("overdue", [r["overdue"] for r in fresh])],
@@ -402,6 +406,24 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
     )
 
 
+def _rate_vs_truth(con, reference: str) -> str:
+    """The estimates against the reference file's true rates, per true-rate bucket."""
+    buckets = analytics.rate_vs_truth(con, reference)
+    rho, n = analytics.rate_rank_correlation(con, reference)
+    corr = (f"Spearman rank correlation of estimated and true rates: {rho:.3f} over {n} URLs."
+            if rho is not None else f"Too few estimates ({n}) for a rank correlation.")
+    return ("<h3>Estimated vs true change rate (URLs whose true rate is known)</h3>"
+            f'<p class="intro">True rates from <code>{esc(Path(reference).name)}</code> in the '
+            "crawl home (the demos write simweb's truth there). Held copies (status fetched) "
+            f"per true-rate bucket. {esc(corr)}</p>"
+            + table(buckets, [("bucket", "true rate"), ("urls", "URLs held"),
+                              ("estimated_urls", "with an estimate"),
+                              ("median_true_rate", "median true rate"),
+                              ("median_estimated_rate", "median estimate"),
+                              ("median_interval_d", "median revisit interval, days")],
+                    "table-rate-vs-truth"))
+
+
 def write_report(cfg: Config, out: str | Path, top: int = 15, now: dt.datetime | None = None) -> Path:
     """Write the report for `cfg`'s crawl home to `out`; returns the path written."""
     fastsql.require_tables(cfg)
@@ -411,6 +433,7 @@ def write_report(cfg: Config, out: str | Path, top: int = 15, now: dt.datetime |
             con, home=cfg.home, top=top, now=now,
             min_delay_s=cfg.get("fetcher.min_delay_s"),
             max_crawl_delay_s=cfg.get("fetcher.max_crawl_delay_s"),
+            reference_rates=analytics.reference_rates_file(cfg.home),
         )
     finally:
         con.close()

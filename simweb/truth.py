@@ -91,6 +91,11 @@ class Truth:
             return host.clocks.get(path)
         return None
 
+    def change_rates(self) -> dict[str, float]:
+        """URL -> true change rate of every page of the normal sites: what a crawl's estimates
+        are judged against (the demos write it as the crawl home's reference rates)."""
+        return {u: self.change_rate(u) for site in self.world.sites for u in self.pages(site.name)}
+
     def change_rate(self, url: str) -> float:
         """True Poisson change rate λ (changes per day); 0 for static and trivially changing
         pages."""

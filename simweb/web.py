@@ -156,7 +156,8 @@ class SimWeb:
         return host.respond(req)
 
     def _control(self, req: Request) -> Response:
-        """``/__sim/day[?set=N]``, ``/__sim/seeds``, ``/__sim/reset`` for other processes."""
+        """``/__sim/day[?set=N]``, ``/__sim/seeds``, ``/__sim/rates`` (JSON: URL -> true change
+        rate), ``/__sim/reset`` for other processes."""
         if req.path == "/__sim/day":
             values = parse_qs(req.query).get("set")
             if values:
@@ -167,6 +168,8 @@ class SimWeb:
             return text(json.dumps({"day": self._day}) + "\n", ctype="application/json")
         if req.path == "/__sim/seeds":
             return text("".join(f"{req.base(h)}/\n" for h in self.hosts()))
+        if req.path == "/__sim/rates":
+            return text(json.dumps(self.truth.change_rates()) + "\n", ctype="application/json")
         if req.path == "/__sim/reset":
             self.reset_state()
             return text("ok\n")

@@ -12,6 +12,7 @@ import datetime as dt
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
+from recrawl.analytics import write_reference_rates
 from recrawl.captures import url_fields
 from recrawl.config import Config, load_config
 
@@ -81,6 +82,23 @@ EXPECTED = {
     "retry_later": {SLOW: 2},
     "urls": 19,
     "hosts": 5,
+    # Per true-rate bucket of TRUE_RATES, over the `fetched` URLs: (URLs, with an estimate,
+    # median true rate, median estimate, median revisit interval in days)
+    "rate_vs_truth": {
+        "< 0.01/d": (3, 3, 0.004, 0.005, 100.0), "0.01–0.03/d": (1, 1, 0.025, 0.02, 50.0),
+        "0.03–0.1/d": (1, 1, 0.06, 0.05, 20.0), "0.1–0.3/d": (2, 2, 0.165, 0.15, 7.5),
+        "0.3–1/d": (1, 1, 0.4, 0.5, 2.0), "1–3/d": (1, 1, 2.0, 1.5, 57600 / 86400),
+        "≥ 3/d": (1, 1, 6.0, 4.0, 0.25),
+    },
+    # A/3 and SLOW swap ranks (true 0.15 < 0.18, estimated 0.2 > 0.1): 1 - 6 * 2 / (10 * 99)
+    "rate_spearman": (1 - 12 / 990, 10),
+}
+# The true change rates of the sample's URLs (a simulated web's truth, as the demos write it):
+# fetched URLs, a duplicate and an unfetched URL (not held: left out) and a URL crawldb lacks.
+TRUE_RATES = {
+    A + "/": 0.4, A + "/1": 0.025, A + "/2": 0.06, A + "/3": 0.15, B + "/": 2.0, B + "/p1": 6.0,
+    B + "/p2": 0.004, SLOW + "/": 0.18, ERR + "/": 0.008, XSS + "/": 0.0,
+    B + "/copy": 0.1, A + "/5": 0.3, "http://gone.sim.test:80/x": 1.0,
 }
 
 
@@ -279,6 +297,7 @@ def build(spark, home) -> Config:
     with ThreadPoolExecutor(3) as pool:
         list(pool.map(lambda item: _append(spark, cfg, *item), tables.items()))
     _append(spark, cfg, "crawldb", rest)
+    write_reference_rates(cfg.home, TRUE_RATES)
     return cfg
 
 

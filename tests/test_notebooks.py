@@ -19,7 +19,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 MUST_SHOW = {
     "01_crawl_overview": "20261103",
     "02_politeness_and_errors": "slow.sim.test",
-    "03_change_rate": "0.1–0.3/d",
+    "03_change_rate": "0.988 over 10 URLs",  # the estimates against the sample's true rates
     "04_near_duplicates": "b.sim.test:80/p2",
     "05_link_graph_pagerank": "a.sim.test:80/",
 }

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from html import escape as html_escape
 from html.parser import HTMLParser
 
 import pytest
@@ -93,6 +94,37 @@ def test_duplicates_change_rates_freshness_pagerank(con):
     assert top[0]["inlinks"] == 5 and top[0]["title"] == "Page home"
     hosts, matrix = analytics.host_link_matrix(con)
     assert matrix[hosts.index("http://a.sim.test:80")][hosts.index("http://a.sim.test:80")] == 6
+
+
+@pytest.mark.spark
+def test_estimates_against_the_true_rates_per_bucket(sample, con):
+    from scipy.stats import spearmanr
+
+    from tests.sample_crawl import TRUE_RATES
+
+    ref = analytics.reference_rates_file(sample.home)
+    assert ref is not None and ref.endswith(analytics.REFERENCE_RATES)
+    got = {b["bucket"]: (b["urls"], b["estimated_urls"], b["median_true_rate"],
+                         b["median_estimated_rate"], b["median_interval_d"])
+           for b in analytics.rate_vs_truth(con, ref)}
+    assert list(got) == [b["bucket"] for b in analytics.change_rate_distribution(con)]
+    assert got == {k: pytest.approx(v) for k, v in EXPECTED["rate_vs_truth"].items()}
+    rho, n = analytics.rate_rank_correlation(con, ref)
+    assert (rho, n) == (pytest.approx(EXPECTED["rate_spearman"][0]), EXPECTED["rate_spearman"][1])
+    # the same as scipy's with ties (three URLs given one true rate)
+    held = dict(con.execute("SELECT url, change_rate FROM crawldb WHERE status = 'fetched'").fetchall())
+    tied = {u: (0.1 if i < 3 else r) for i, (u, r) in enumerate(sorted(TRUE_RATES.items()))}
+    path = analytics.write_reference_rates(str(sample.home) + "-tied", tied)
+    pairs = [(tied[u], held[u]) for u in tied if u in held]
+    expected = spearmanr([p[0] for p in pairs], [p[1] for p in pairs]).statistic
+    assert analytics.rate_rank_correlation(con, str(path)) == (pytest.approx(expected), len(pairs))
+    # below three URLs there is no correlation; a home without the file has none to read
+    one = analytics.write_reference_rates(str(sample.home) + "-one", {next(iter(held)): 1.0})
+    assert analytics.rate_rank_correlation(con, str(one)) == (None, 1)
+    assert analytics.reference_rates_file(str(sample.home) + "-none") is None
+    assert analytics.reference_rates_file("s3a://bucket/crawl") is None
+    with pytest.raises(ValueError, match="local crawl home"):
+        analytics.write_reference_rates("s3a://bucket/crawl", {})
 
 
 def test_empty_crawl_home_gives_empty_answers_and_a_report(tmp_path):
@@ -221,6 +253,13 @@ def test_report_dom_has_every_chart_with_the_data(rendered):
         "http://a.sim.test:80", "http://b.sim.test:80", "http://errors.sim.test:80",
         "http://slow.sim.test:80", "http://xss.sim.test:80"]
     assert value("chart-duplicates", "20261102", "exact") == "1"
+    # the estimates against the sample's true rates: one row per bucket, and the correlation
+    truth = re.search(r'<table id="table-rate-vs-truth">(.*?)</table>', rendered["dom"], re.S)
+    assert truth, "no estimated-vs-true table"
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in truth.group(1).split("</tr>")[1:-1]]
+    assert [c[0] for c in cells] == [html_escape(b) for b in EXPECTED["rate_vs_truth"]]
+    assert [int(c[1]) for c in cells] == [v[0] for v in EXPECTED["rate_vs_truth"].values()]
+    assert f"{EXPECTED['rate_spearman'][0]:.3f} over 10 URLs" in rendered["dom"]
     # self-contained and inert: no script, nothing loaded from anywhere
     assert parser.scripts == 0 and parser.external == []
     # the page title served by a hostile site is shown as text, never as markup

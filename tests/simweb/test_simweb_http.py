@@ -87,6 +87,18 @@ def test_control_endpoint_from_another_client(web: SimWeb) -> None:
     assert any(e["host"] == "control.sim.test" for e in web.request_log())
 
 
+def test_true_change_rates_for_another_process(web: SimWeb) -> None:
+    """`/__sim/rates`: every normal site's page with its true rate, as the truth gives it (the
+    Airflow demo writes them as the crawl home's reference rates)."""
+    status, _, body = Client(web.port).get("control.sim.test", "/__sim/rates")
+    rates = json.loads(body)
+    pages = [u for site in web.world.sites for u in web.truth.pages(site.name)]
+    assert status == 200 and sorted(rates) == sorted(pages) and len(pages) > 10
+    assert all(rates[u] == web.truth.change_rate(u) for u in pages)
+    assert any(r > 0 for r in rates.values())
+    assert not any("robots" in u or "redirects" in u for u in rates)  # hostile hosts: no truth
+
+
 def test_seed_urls_and_hosts(web: SimWeb) -> None:
     hosts = web.hosts()
     assert hosts[:6] == [f"site{i}.sim.test" for i in range(6)]
