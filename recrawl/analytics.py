@@ -409,8 +409,9 @@ def reference_rates_file(home: str) -> str | None:
     return str(path) if path is not None and path.is_file() else None
 
 
-_REFERENCE = """r AS (SELECT url, true_rate FROM read_csv(?, header = true,
-                       columns = {'url': 'VARCHAR', 'true_rate': 'DOUBLE'})),
+# A URL listed twice counts once (at its mean rate).
+_REFERENCE = """r AS (SELECT url, avg(true_rate) AS true_rate FROM read_csv(?, header = true,
+                       columns = {'url': 'VARCHAR', 'true_rate': 'DOUBLE'}) GROUP BY url),
     held AS (SELECT r.true_rate, c.change_rate, c.fetch_interval_s / 86400.0 AS interval_d
              FROM r JOIN crawldb c USING (url) WHERE c.status = 'fetched')"""
 
@@ -426,11 +427,10 @@ def rate_vs_truth(con, reference: str, edges: Sequence[float] = CHANGE_RATE_EDGE
     if not has_tables(con, "crawldb"):
         return []
     case, labels = _bucket_sql("true_rate", edges, "/d")
-    got = {r[0]: r[1:] for r in con.execute(
-        f"""WITH {_REFERENCE}
-            SELECT {case} AS b, count(*), count(change_rate), median(true_rate),
-                   median(change_rate), median(interval_d)
-            FROM held GROUP BY b""", [reference]).fetchall()}
+    got = {r[0]: r[1:] for r in _reference_query(con, reference, f"""
+        SELECT {case} AS b, count(*), count(change_rate), median(true_rate),
+               median(change_rate), median(interval_d)
+        FROM held GROUP BY b""")}
     out = []
     for i, label in enumerate(labels):
         urls, estimated, true, est, interval = got.get(i, (0, 0, None, None, None))
@@ -446,15 +446,27 @@ def rate_rank_correlation(con, reference: str) -> tuple[float | None, int]:
     when either side is constant."""
     if not has_tables(con, "crawldb"):
         return None, 0
-    rho, n = con.execute(f"""
-        WITH {_REFERENCE},
+    [(rho, n)] = _reference_query(con, reference, """,
         j AS (SELECT true_rate AS x, change_rate AS y FROM held WHERE change_rate IS NOT NULL),
         k AS (SELECT rank() OVER (ORDER BY x) + (count(*) OVER (PARTITION BY x) - 1) / 2.0 AS rx,
                      rank() OVER (ORDER BY y) + (count(*) OVER (PARTITION BY y) - 1) / 2.0 AS ry
               FROM j)
-        SELECT corr(rx, ry), count(*) FROM k""", [reference]).fetchone()
+        SELECT corr(rx, ry), count(*) FROM k""")
     ok = n >= 3 and rho is not None and rho == rho  # NaN when a side is constant
     return (float(rho) if ok else None), int(n)
+
+
+def _reference_query(con, reference: str, rest: str) -> list[tuple]:
+    """`WITH r, held` (the reference file joined to crawldb) then `rest`; a file that is not
+    a reference-rates file is a ValueError saying so."""
+    import duckdb  # lazy: the fast path's engine, as in recrawl.fastsql
+
+    try:
+        return con.execute(f"WITH {_REFERENCE}{rest}", [reference]).fetchall()
+    except duckdb.Error as e:
+        first = str(e).strip().splitlines()[0]
+        raise ValueError(f"{reference} is not a reference-rates file (a header url,true_rate, "
+                         f"then a URL and its changes per day on each line): {first}") from e
 
 
 def freshness(con, edges: Sequence[float] = AGE_EDGES) -> list[dict]:

@@ -408,11 +408,16 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
 
 def _rate_vs_truth(con, reference: str) -> str:
     """The estimates against the reference file's true rates, per true-rate bucket."""
-    buckets = analytics.rate_vs_truth(con, reference)
-    rho, n = analytics.rate_rank_correlation(con, reference)
+    head = "<h3>Estimated vs true change rate (URLs whose true rate is known)</h3>"
+    try:
+        buckets = analytics.rate_vs_truth(con, reference)
+        rho, n = analytics.rate_rank_correlation(con, reference)
+    except ValueError as e:  # a malformed file: said in its section, the report still written
+        return head + f'<p class="empty">{esc(e)}</p>'
     corr = (f"Spearman rank correlation of estimated and true rates: {rho:.3f} over {n} URLs."
-            if rho is not None else f"Too few estimates ({n}) for a rank correlation.")
-    return ("<h3>Estimated vs true change rate (URLs whose true rate is known)</h3>"
+            if rho is not None else
+            f"No rank correlation over {n} URLs with an estimate (fewer than 3, or all alike).")
+    return (head +
             f'<p class="intro">True rates from <code>{esc(Path(reference).name)}</code> in the '
             "crawl home (the demos write simweb's truth there). Held copies (status fetched) "
             f"per true-rate bucket. {esc(corr)}</p>"

@@ -97,7 +97,7 @@ def test_duplicates_change_rates_freshness_pagerank(con):
 
 
 @pytest.mark.spark
-def test_estimates_against_the_true_rates_per_bucket(sample, con):
+def test_estimates_against_the_true_rates_per_bucket(sample, con, tmp_path):
     from scipy.stats import spearmanr
 
     from tests.sample_crawl import TRUE_RATES
@@ -122,6 +122,18 @@ def test_estimates_against_the_true_rates_per_bucket(sample, con):
     one = analytics.write_reference_rates(str(sample.home) + "-one", {next(iter(held)): 1.0})
     assert analytics.rate_rank_correlation(con, str(one)) == (None, 1)
     assert analytics.reference_rates_file(str(sample.home) + "-none") is None
+    # a URL listed twice counts once; a file that is not one is said so, and the report says
+    # it in the section instead of failing
+    twice = tmp_path / "twice.csv"
+    twice.write_text(open(ref).read() + f"{next(iter(held))},5.0\n")
+    assert analytics.rate_rank_correlation(con, str(twice))[1] == EXPECTED["rate_spearman"][1]
+    assert sum(b["urls"] for b in analytics.rate_vs_truth(con, str(twice))) == 10
+    bad = tmp_path / "bad.csv"
+    bad.write_text("url,true_rate\nhttp://a.sim.test:80/,often\n")
+    with pytest.raises(ValueError, match="not a reference-rates file"):
+        analytics.rate_vs_truth(con, str(bad))
+    page = report.build_report(con, reference_rates=str(bad))
+    assert "not a reference-rates file" in page and 'id="table-rate-vs-truth"' not in page
     assert analytics.reference_rates_file("s3a://bucket/crawl") is None
     with pytest.raises(ValueError, match="local crawl home"):
         analytics.write_reference_rates("s3a://bucket/crawl", {})
