@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Read and unset: every other RECRAWL_* name is a crawler setting (RECRAWL_<SECTION>__<KEY>), and
 # the configuration refuses one that is not, in set-up's CDS build and in the tests' CLI calls.
-workers=${RECRAWL_TEST_WORKERS:-3}
+workers=${RECRAWL_TEST_WORKERS:-2}
 unset RECRAWL_TEST_WORKERS
 # Three independent environments, built side by side (on a fresh clone each is minutes of pip,
 # Maven or a training session; a set-up step that is up to date returns at once):
@@ -42,12 +42,13 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 .venv/bin/ruff check .
 # Benchmarks and long scale runs are marked slow and stay out of the default run.
-# Three worker processes by default on two cores (RECRAWL_TEST_WORKERS=0 runs in one): the suite
-# is mostly JVM work, but each long module also waits (subprocess JVMs starting, politeness
-# delays, Airflow's scheduler loop), and a third worker fills those gaps. Measured on
-# 2026-12-05 at 3abefc9: pytest 1,228 s with three workers (cores 83 % busy on average), 1,351 s
-# with two. --dist loadfile keeps each file on one worker, so a module's fixtures (the e2e
-# crawl) are built once.
+# Two worker processes by default (RECRAWL_TEST_WORKERS=0 runs in one): the cores are 90-99 %
+# busy through nearly every minute of a run, JVM work mostly. A third worker was tried on
+# 2026-12-05: pytest 1,228 s at 3abefc9 (1,351 s with two), then 1,398 s and 1,591 s once the
+# freshness benchmark had joined the run -- no gain beyond the runs' spread, and one more Spark
+# session warming up its JIT.
+# --dist loadfile keeps each file on one worker, so a module's fixtures (the e2e crawl) are
+# built once.
 dist=()
 # --no-loadscope-reorder: xdist would otherwise hand out files by their number of tests, which
 # sent the two-test cluster module last, to run alone at the end; tests/conftest.py orders the
