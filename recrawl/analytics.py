@@ -10,6 +10,10 @@ key `scheme://host:port` that crawldb, fetch_list, robots and hosts use; "now" f
 passed in (they are wall-clock times, see docs/design-choices.md), and ages for freshness are
 measured from the last round's logical date, as the scheduler measures them.
 
+The exceptions are the reference rates (known true change rates, docs/analysts.md): a plain
+CSV file beside the tables, not a Delta table, which `write_reference_rates` writes and
+`reference_rates_file` finds without a connection; `rate_rank_correlation` returns one pair.
+
 Only numbers here: drawing them (series, colours, matplotlib plots) is `recrawl.charts`.
 """
 
