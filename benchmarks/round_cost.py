@@ -2,11 +2,15 @@
 
     .venv/bin/python benchmarks/round_cost.py [--sites 4 --pages 25 --rounds 3 --top 12]
     .venv/bin/python benchmarks/round_cost.py --variant spark.sql.codegen.wholeStage=false
+    .venv/bin/python benchmarks/round_cost.py --sites-only --variant-set crawl.small_round_rows=0
 
 With `--variant KEY=VALUE` (Spark SQL settings, repeatable) the same rounds run twice in the one
 session, on two crawl homes, step by step alternately: the baseline configuration, then the
 variant (set before and unset after each of its steps), so both see the same machine load; the
-table then shows the two side by side.
+table then shows the two side by side. `--variant-set KEY=VALUE` gives the second crawl a
+configuration of its own instead (e.g. Spark's writers for every commit); either way the two
+crawls' tables are then compared URL by URL, column by column (`--sites-only` leaves out the
+hostile hosts, whose timeouts make two crawls differ by timing).
 
 Runs inject and a few rounds of the real steps (one Spark session, as `crawler round` does) over
 the simulated web, the demo's configuration, and prints per step: wall seconds, Spark jobs, and
@@ -61,8 +65,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="Spark SQL setting of a second crawl run side by side with the baseline")
     ap.add_argument("--base", action="append", default=[], metavar="KEY=VALUE",
                     help="Spark SQL setting of both runs of --variant (the common ground)")
+    ap.add_argument("--variant-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="configuration override of the second crawl only, e.g. "
+                         "crawl.small_round_rows=0 (its tables are then compared URL by URL)")
+    ap.add_argument("--sites-only", action="store_true",
+                    help="seed the ordinary sites only, not the hostile hosts (whose timeouts "
+                         "make two crawls differ by timing, not by code)")
     args = ap.parse_args(argv)
-    if args.variant:
+    if args.variant or args.variant_set:
         return compare(args)
 
     from app.cli import run_step
@@ -140,13 +150,20 @@ def compare(args) -> int:
         for name in ("base", "variant"):
             cfg = demo_config(f"{tmp}/{name}", **{"spark.extra": {"spark.ui.retainedJobs": "100000"}})
             cfgs.append(cfg.with_overrides(overrides, "--set") if overrides else cfg)
+        if args.variant_set:
+            cfgs[1] = cfgs[1].with_overrides(
+                {k: _typed(v) for k, v in (kv.split("=", 1) for kv in args.variant_set)},
+                "--variant-set")
         spark = get_spark(cfgs[0], "round-cost")
         for k, v in (kv.split("=", 1) for kv in args.base):
             spark.conf.set(k, v)
         seen = {j[0] for j in _jobs(spark)}
         seeds = f"{tmp}/seeds.txt"
+        urls = web.seed_urls()
+        if args.sites_only:
+            urls = [u for u in urls if u.split("/")[2].startswith("site")]
         with open(seeds, "w") as f:
-            f.write("\n".join(web.seed_urls()) + "\n")
+            f.write("\n".join(urls) + "\n")
         start = parse_date("2026-11-01")
 
         def timed(which: int, fn) -> tuple[float, int]:
@@ -183,8 +200,51 @@ def compare(args) -> int:
                     t[1] += r[1]
                 print(f"{i} {step:16s} {res[0][0]:8.1f} {res[0][1]:5d} {res[1][0]:10.1f} {res[1][1]:5d}")
         print(f"{'total':18s} {totals[0][0]:8.1f} {totals[0][1]:5d} {totals[1][0]:10.1f} {totals[1][1]:5d}")
+        print("\ncolumns that differ between the two crawls, URL by URL (rows of one URL "
+              "in one round; WARC record ids and capture times differ by nature):")
+        for table, diff in compare_tables(spark, cfgs).items():
+            print(f"  {table:12s} {diff}")
         spark.stop()
     return 0
+
+
+def _typed(value: str):
+    """A command-line value as the configuration's type (int, float, bool or string)."""
+    for cast in (int, float):
+        try:
+            return cast(value)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(value.lower(), value)
+
+
+# Per capture and per clock: a new record id and WARC file, the wall-clock time and duration of
+# each fetch, the executor that ran it, robots.txt's fetch and expiry times.
+VOLATILE = {"warc_record_id", "payload_record_id", "warc_date", "payload_warc_date", "fetch_time",
+            "warc_file", "warc_offset", "warc_length", "duration_ms", "executor_id",
+            "updated_at", "fetched_at", "expires_at"}
+
+
+def compare_tables(spark, cfgs) -> dict[str, str]:
+    """Per table: row counts of both crawls and, per column, how many rows differ (keyed by
+    round and URL, or URL, or host)."""
+    from recrawl.schemas import TABLES
+    from recrawl.tables import read
+
+    out = {}
+    for name in ("crawldb", "fetch_list", "fetches", "pages", "links", "hosts", "robots"):
+        cols = [f.name for f in TABLES[name].schema.fields]
+        keys = [k for k in ("round_id", "url", "src_url", "dst_url", "host") if k in cols][:3]
+        rows = [{tuple(r[k] for k in keys): r.asDict(recursive=True)
+                 for r in read(spark, c, name).collect()} for c in cfgs]
+        diff = {}
+        for key in set(rows[0]) | set(rows[1]):
+            a, b = rows[0].get(key), rows[1].get(key)
+            for col in cols:
+                if col not in VOLATILE and (a or {}).get(col, "<absent>") != (b or {}).get(col, "<absent>"):
+                    diff[col] = diff.get(col, 0) + 1
+        out[name] = f"{len(rows[0])} / {len(rows[1])} rows; differing: {diff or 'none'}"
+    return out
 
 
 if __name__ == "__main__":
