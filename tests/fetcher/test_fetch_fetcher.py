@@ -7,12 +7,12 @@ import time
 from datetime import UTC, datetime
 
 import pytest
-from conftest import local_settings, response
 from warcio.archiveiterator import ArchiveIterator
 
 from fetcher import Fetcher, FetchItem
 from fetcher.classify import sha1_digest
 from fetcher.models import FETCH_COLUMNS
+from tests.fetcher.conftest import local_settings, response
 
 PAGE = b"<html><body>hello</body></html>"
 

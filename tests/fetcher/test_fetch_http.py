@@ -8,10 +8,10 @@ import threading
 import time
 
 import pytest
-from conftest import response
 
 from fetcher.dns import SSRFGuard
 from fetcher.http import HostConnection, perform
+from tests.fetcher.conftest import response
 
 GUARD = SSRFGuard.from_cidrs(["127.0.0.1/32"])
 

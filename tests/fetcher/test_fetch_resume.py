@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import local_settings
 
 from fetcher import Fetcher, FetchItem
 from simweb import SimWeb, audit
+from tests.fetcher.conftest import local_settings
 
 MIN_DELAY, CAP = 1.0, 3.0
 HOSTS = ("site0.sim.test", "robotsdelay.sim.test")  # robotsdelay: Crawl-delay 2

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import local_settings
 from warcio.archiveiterator import ArchiveIterator
 
 from fetcher import Fetcher, FetchItem
 from fetcher.classify import sha1_digest
 from simweb import SimWeb, audit
 from simweb.hostile import ROBOTS_RULES_CASES
+from tests.fetcher.conftest import local_settings
 
 BIN = Path(sys.executable).parent
 SETTINGS = dict(min_delay_s=0.2, read_timeout_s=2.0, request_deadline_s=3.0,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import Client
 
 from simweb import SimWeb
 from simweb.audit import (
@@ -16,6 +15,7 @@ from simweb.audit import (
     retry_after_violations,
     robots_violations,
 )
+from tests.simweb.conftest import Client
 
 
 def e(host: str, path: str, start: float, end: float, status: int = 200, **kw) -> dict:

@@ -10,11 +10,11 @@ import zlib
 
 import brotli
 import pytest
-from conftest import Client
 
 from simweb import SimWeb
 from simweb.bombs import BOMB_SIZE, HUGE_SIZE
 from simweb.response import parse_http_date
+from tests.simweb.conftest import Client
 
 MIB = 1 << 20
 

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import requests
-from conftest import ROOT, Client
 
 from simweb import SimWeb
+from tests.simweb.conftest import ROOT, Client
 
 
 def test_keep_alive_and_log_fields(web: SimWeb, client: Client) -> None:

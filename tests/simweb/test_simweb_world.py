@@ -10,11 +10,11 @@ from html.parser import HTMLParser
 from urllib.parse import parse_qsl, urlencode, urljoin, urlsplit, urlunsplit
 
 import pytest
-from conftest import Client
 
 from simweb import SimWeb
 from simweb.hostile import ROBOTS_RULES_CASES
 from simweb.response import EPOCH, parse_http_date
+from tests.simweb.conftest import Client
 
 
 class Links(HTMLParser):
