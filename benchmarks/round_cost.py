@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     from simweb import SimWeb
     from spark_jobs import inject
 
-    overrides = dict(kv.split("=", 1) for kv in args.set)
+    overrides = _overrides(args.set, "--set")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, SimWeb(seed=7, n_sites=args.sites,
                                                       pages_per_site=args.pages) as web:
@@ -143,7 +143,7 @@ def compare(args) -> int:
     from spark_jobs import inject
 
     variant = dict(kv.split("=", 1) for kv in args.variant)
-    overrides = dict(kv.split("=", 1) for kv in args.set)
+    overrides = _overrides(args.set, "--set")
     with tempfile.TemporaryDirectory() as tmp, SimWeb(seed=7, n_sites=args.sites,
                                                       pages_per_site=args.pages) as web:
         cfgs = []
@@ -151,9 +151,8 @@ def compare(args) -> int:
             cfg = demo_config(f"{tmp}/{name}", **{"spark.extra": {"spark.ui.retainedJobs": "100000"}})
             cfgs.append(cfg.with_overrides(overrides, "--set") if overrides else cfg)
         if args.variant_set:
-            cfgs[1] = cfgs[1].with_overrides(
-                {k: _typed(v) for k, v in (kv.split("=", 1) for kv in args.variant_set)},
-                "--variant-set")
+            cfgs[1] = cfgs[1].with_overrides(_overrides(args.variant_set, "--variant-set"),
+                                             "--variant-set")
         spark = get_spark(cfgs[0], "round-cost")
         for k, v in (kv.split("=", 1) for kv in args.base):
             spark.conf.set(k, v)
@@ -208,14 +207,18 @@ def compare(args) -> int:
     return 0
 
 
-def _typed(value: str):
-    """A command-line value as the configuration's type (int, float, bool or string)."""
-    for cast in (int, float):
-        try:
-            return cast(value)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(value.lower(), value)
+def _overrides(items: list[str], flag: str) -> dict:
+    """SECTION.KEY=VALUE items as configuration overrides, values read as the CLI's --set reads
+    them (TOML: 0 is an int, true a bool, anything else a string)."""
+    from recrawl.config import parse_value
+
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"round_cost: {flag} {item!r}: expected SECTION.KEY=VALUE")
+        key, raw = item.split("=", 1)
+        out[key.strip()] = parse_value(raw.strip())
+    return out
 
 
 # Per capture and per clock: a new record id and WARC file, the wall-clock time and duration of
