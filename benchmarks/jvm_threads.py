@@ -1,0 +1,150 @@
+"""Where the JVMs' CPU goes, by thread, for one command run under several settings in turn.
+
+    .venv/bin/python benchmarks/jvm_threads.py \\
+        --variant baseline \\
+        --variant quick:JAVA_TOOL_OPTIONS=-XX:TieredStopAtLevel=1 \\
+        --variant baseline --variant quick:JAVA_TOOL_OPTIONS=-XX:TieredStopAtLevel=1 \\
+        --variant baseline \\
+        -- .venv/bin/python -m pytest -q -p no:cacheprovider tests/spark_jobs/test_round_e2e.py
+
+Each `--variant NAME[:VAR=VALUE[,VAR=VALUE...]]` runs the command once with those environment
+variables set, in the order given: list a baseline between the others, since this machine's
+figures drift by a third between hours and only neighbouring runs compare. While a run lasts,
+every Java thread's CPU time is read from /proc/<pid>/task every `--interval` seconds (the last
+interval of a thread is not counted) and summed by thread group: HotSpot's compilers (C2, C1),
+the py4j threads that analyse and plan each query ("Thread"), the task threads ("Executor task
+l"), the collector, the exchange threads that run broadcast and shuffle subqueries. The machine's
+busy CPU seconds (all processes, /proc/stat) are printed beside them. docs/airflow.md has a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+TICK = os.sysconf("SC_CLK_TCK")
+COLUMNS = ("C2 CompilerThre", "C1 CompilerThre", "Thread", "Executor task l", "GC Thread",
+           "shuffle-exchang", "broadcast-excha")
+
+
+def thread_group(name: str) -> str:
+    """A thread's group: its name without the number a pool appends ("GC Thread#1" -> "GC
+    Thread", "Executor task launch worker-3" is cut to 15 characters by the kernel first)."""
+    return re.sub(r"[#\-\s]*\d+$", "", name.strip())
+
+
+def parse_stat(line: str) -> tuple[str, float]:
+    """(name, user + system CPU seconds) from a /proc/<pid>/task/<tid>/stat line; the name may
+    hold spaces and parentheses, so it is cut at the first "(" and the last ")"."""
+    name = line[line.index("(") + 1:line.rindex(")")]
+    fields = line[line.rindex(")") + 2:].split()
+    return name, (int(fields[11]) + int(fields[12])) / TICK
+
+
+def machine_busy() -> float:
+    """The machine's busy CPU seconds since boot (/proc/stat: all but idle and iowait)."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / TICK
+
+
+class ThreadSampler:
+    """The last CPU time seen of every thread of every java process, until stopped."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.seen: dict[tuple[str, str], tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self) -> None:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if "java" not in os.readlink(f"/proc/{pid}/exe"):
+                    continue
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:  # gone, or not ours to read
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                        self.seen[(pid, tid)] = parse_stat(f.read())
+                except (OSError, ValueError):
+                    pass
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> ThreadSampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def by_group(self, before: dict[tuple[str, str], tuple[str, float]]) -> dict[str, float]:
+        """CPU seconds per thread group since `before` (threads alive before the run start
+        from what they had used then)."""
+        out: dict[str, float] = {}
+        for key, (name, cpu) in self.seen.items():
+            start = before.get(key, (name, 0.0))[1]
+            group = thread_group(name)
+            out[group] = out.get(group, 0.0) + cpu - start
+        return out
+
+
+def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
+    """`NAME[:VAR=VALUE[,VAR=VALUE...]]` -> (name, environment)."""
+    name, _, rest = spec.partition(":")
+    env = {}
+    for item in filter(None, rest.split(",")):
+        var, sep, value = item.partition("=")
+        if not sep or not var:
+            raise SystemExit(f"jvm_threads: --variant {spec!r}: expected NAME[:VAR=VALUE,...]")
+        env[var] = value
+    if not name:
+        raise SystemExit(f"jvm_threads: --variant {spec!r} has no name")
+    return name, env
+
+
+def run_variant(cmd: list[str], env: dict[str, str], interval: float) -> dict:
+    with ThreadSampler(interval) as sampler:
+        before = dict(sampler.seen)
+        busy0, t0 = machine_busy(), time.monotonic()
+        rc = subprocess.run(cmd, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL).returncode
+        wall, busy = time.monotonic() - t0, machine_busy() - busy0
+    groups = sampler.by_group(before)
+    return {"rc": rc, "wall": wall, "machine": busy, "jvm": sum(groups.values()), "groups": groups}
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--" not in argv:
+        raise SystemExit("jvm_threads: give the command after --")
+    split = argv.index("--")
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--variant", action="append", required=True)
+    p.add_argument("--interval", type=float, default=2.0)
+    args = p.parse_args(argv[:split])
+    cmd = argv[split + 1:]
+    variants = [parse_variant(v) for v in args.variant]
+    head = ["variant", "rc", "wall s", "machine CPU s", "JVM threads", *COLUMNS]
+    print(" | ".join(head), flush=True)
+    for name, env in variants:
+        r = run_variant(cmd, env, args.interval)
+        cells = [name, str(r["rc"]), f"{r['wall']:.0f}", f"{r['machine']:.0f}", f"{r['jvm']:.0f}"]
+        cells += [f"{r['groups'].get(c, 0.0):.0f}" for c in COLUMNS]
+        print(" | ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
