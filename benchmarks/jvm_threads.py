@@ -14,7 +14,10 @@ every Java thread's CPU time is read from /proc/<pid>/task every `--interval` se
 interval of a thread is not counted) and summed by thread group: HotSpot's compilers (C2, C1),
 the py4j threads that analyse and plan each query ("Thread"), the task threads ("Executor task
 l"), the collector, the exchange threads that run broadcast and shuffle subqueries. The machine's
-busy CPU seconds (all processes, /proc/stat) are printed beside them. docs/airflow.md has a run.
+busy CPU seconds (all processes, /proc/stat) are printed beside them. With `--per-role` each
+variant's JVMs are also summed by what they are (a test session's driver, a warm driver, a
+`crawler` verb's, spark-submit's, an executor, master, worker), with their compilers' share.
+docs/airflow.md has a comparison of settings, docs/architecture.md a whole test run by role.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class ThreadSampler:
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self.seen: dict[tuple[str, str], tuple[str, float]] = {}
+        self.roles: dict[str, str] = {}  # pid -> what the JVM is (jvm_role)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -68,6 +72,8 @@ class ThreadSampler:
                 if "java" not in os.readlink(f"/proc/{pid}/exe"):
                     continue
                 tids = os.listdir(f"/proc/{pid}/task")
+                if pid not in self.roles:
+                    self.roles[pid] = jvm_role(pid)
             except OSError:  # gone, or not ours to read
                 continue
             for tid in tids:
@@ -90,6 +96,19 @@ class ThreadSampler:
         self._stop.set()
         self._thread.join()
 
+    def by_role(self, before: dict[tuple[str, str], tuple[str, float]]) -> dict[str, dict]:
+        """Per role (jvm_role): how many JVMs, their CPU and their compilers' share."""
+        out: dict[str, dict] = {}
+        for (pid, tid), (name, cpu) in self.seen.items():
+            used = cpu - before.get((pid, tid), (name, 0.0))[1]
+            row = out.setdefault(self.roles.get(pid, "other JVM"),
+                                 {"pids": set(), "cpu": 0.0, "compilers": 0.0})
+            row["pids"].add(pid)
+            row["cpu"] += used
+            if "CompilerThre" in name:
+                row["compilers"] += used
+        return out
+
     def by_group(self, before: dict[tuple[str, str], tuple[str, float]]) -> dict[str, float]:
         """CPU seconds per thread group since `before` (threads alive before the run start
         from what they had used then)."""
@@ -99,6 +118,45 @@ class ThreadSampler:
             group = thread_group(name)
             out[group] = out.get(group, 0.0) + cpu - start
         return out
+
+
+def _cmdline(pid: str | int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().decode(errors="replace").split("\0")
+
+
+def _parent(pid: str | int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def role_of(args: list[str], parent: list[str]) -> str:
+    """What a JVM is, from its command line and its parent's (a driver JVM is the child of the
+    program that started it): a Spark executor, master or worker, or a driver and whose (the
+    test session, a warm driver, a `crawler` verb, spark-submit, another script)."""
+    line = " ".join(args)
+    for needle, role in (("CoarseGrainedExecutorBackend", "executor"),
+                         ("deploy.master.Master", "master"), ("deploy.worker.Worker", "worker")):
+        if needle in line:
+            return role
+    text = " ".join(parent)
+    for needle, role in (("app.daemon", "driver: warm driver"),
+                         ("spark_submit.sh", "driver: spark-submit"),
+                         ("app.cli", "driver: crawler verb"),
+                         ("pytest", "driver: test session"),
+                         ("exec(eval(sys.stdin", "driver: test session")):
+        if needle in text:
+            return role
+    scripts = [os.path.basename(a) for a in parent[1:] if a.endswith(".py")]
+    return f"driver: {scripts[0]}" if scripts else "other JVM"
+
+
+def jvm_role(pid: str) -> str:
+    try:
+        parent = _cmdline(_parent(pid))
+    except OSError:
+        parent = []
+    return role_of(_cmdline(pid), parent)
 
 
 def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
@@ -123,7 +181,8 @@ def run_variant(cmd: list[str], env: dict[str, str], interval: float) -> dict:
                             stderr=subprocess.DEVNULL).returncode
         wall, busy = time.monotonic() - t0, machine_busy() - busy0
     groups = sampler.by_group(before)
-    return {"rc": rc, "wall": wall, "machine": busy, "jvm": sum(groups.values()), "groups": groups}
+    return {"rc": rc, "wall": wall, "machine": busy, "jvm": sum(groups.values()), "groups": groups,
+            "roles": sampler.by_role(before)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -134,6 +193,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--variant", action="append", required=True)
     p.add_argument("--interval", type=float, default=2.0)
+    p.add_argument("--per-role", action="store_true",
+                   help="also print each variant's JVMs by role (test session, warm driver, "
+                        "crawler verb, spark-submit, executor, master, worker)")
     args = p.parse_args(argv[:split])
     cmd = argv[split + 1:]
     variants = [parse_variant(v) for v in args.variant]
@@ -144,6 +206,10 @@ def main(argv: list[str] | None = None) -> None:
         cells = [name, str(r["rc"]), f"{r['wall']:.0f}", f"{r['machine']:.0f}", f"{r['jvm']:.0f}"]
         cells += [f"{r['groups'].get(c, 0.0):.0f}" for c in COLUMNS]
         print(" | ".join(cells), flush=True)
+        if args.per_role:
+            for role, row in sorted(r["roles"].items(), key=lambda kv: -kv[1]["cpu"]):
+                print(f"    {role}: {len(row['pids'])} JVM(s), {row['cpu']:.0f} CPU s, "
+                      f"compilers {row['compilers']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

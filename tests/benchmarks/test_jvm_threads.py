@@ -44,3 +44,19 @@ def test_threads_alive_before_the_run_count_from_where_they_were():
     s.seen = {("1", "1"): ("GC Thread#0", 7.0), ("1", "2"): ("Thread-3", 2.5)}
     before = {("1", "1"): ("GC Thread#0", 5.0)}
     assert s.by_group(before) == {"GC Thread": 2.0, "Thread": 2.5}
+
+
+def test_a_jvm_is_named_by_its_main_class_or_the_program_that_started_it():
+    from benchmarks.jvm_threads import role_of
+
+    java = ["/usr/bin/java", "-cp", "x"]
+    executor = java + ["org.apache.spark.executor.CoarseGrainedExecutorBackend", "--executor-id", "1"]
+    assert role_of(executor, ["bash", "spark-class"]) == "executor"
+    assert role_of(java + ["org.apache.spark.deploy.worker.Worker"], []) == "worker"
+    submit = java + ["org.apache.spark.deploy.SparkSubmit", "pyspark-shell"]
+    assert role_of(submit, ["python", "-m", "app.daemon", "--key", "k"]) == "driver: warm driver"
+    assert role_of(submit, ["python", "-m", "app.cli", "round"]) == "driver: crawler verb"
+    assert role_of(submit, ["python", "-m", "pytest", "tests"]) == "driver: test session"
+    assert role_of(submit, ["python", "/r/tests/spark_jobs/test_s3a.py", "{}"]) == \
+        "driver: test_s3a.py"
+    assert role_of(submit, []) == "other JVM"
