@@ -61,8 +61,10 @@ class ThreadSampler:
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
+        # keyed by (process, thread id); a process is "pid@start" (its start time in ticks):
+        # pids come round again within a test run (pid_max may be 32768)
         self.seen: dict[tuple[str, str], tuple[str, float]] = {}
-        self.roles: dict[str, str] = {}  # pid -> what the JVM is (jvm_role)
+        self.roles: dict[str, str] = {}  # process -> what the JVM is (jvm_role)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -72,14 +74,16 @@ class ThreadSampler:
                 if "java" not in os.readlink(f"/proc/{pid}/exe"):
                     continue
                 tids = os.listdir(f"/proc/{pid}/task")
-                if pid not in self.roles:
-                    self.roles[pid] = jvm_role(pid)
-            except OSError:  # gone, or not ours to read
+                with open(f"/proc/{pid}/stat") as f:
+                    proc = f"{pid}@{f.read().rsplit(')', 1)[1].split()[19]}"
+                if proc not in self.roles:
+                    self.roles[proc] = jvm_role(pid)
+            except (OSError, IndexError):  # gone, or not ours to read
                 continue
             for tid in tids:
                 try:
                     with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                        self.seen[(pid, tid)] = parse_stat(f.read())
+                        self.seen[(proc, tid)] = parse_stat(f.read())
                 except (OSError, ValueError):
                     pass
 
@@ -99,11 +103,11 @@ class ThreadSampler:
     def by_role(self, before: dict[tuple[str, str], tuple[str, float]]) -> dict[str, dict]:
         """Per role (jvm_role): how many JVMs, their CPU and their compilers' share."""
         out: dict[str, dict] = {}
-        for (pid, tid), (name, cpu) in self.seen.items():
-            used = cpu - before.get((pid, tid), (name, 0.0))[1]
-            row = out.setdefault(self.roles.get(pid, "other JVM"),
+        for (proc, tid), (name, cpu) in self.seen.items():
+            used = cpu - before.get((proc, tid), (name, 0.0))[1]
+            row = out.setdefault(self.roles.get(proc, "other JVM"),
                                  {"pids": set(), "cpu": 0.0, "compilers": 0.0})
-            row["pids"].add(pid)
+            row["pids"].add(proc)
             row["cpu"] += used
             if "CompilerThre" in name:
                 row["compilers"] += used
@@ -135,13 +139,14 @@ def role_of(args: list[str], parent: list[str]) -> str:
     program that started it): a Spark executor, master or worker, or a driver and whose (the
     test session, a warm driver, a `crawler` verb, spark-submit, another script)."""
     line = " ".join(args)
+    # scripts/spark_submit.sh execs spark-submit, so its JVM names the main script itself
     for needle, role in (("CoarseGrainedExecutorBackend", "executor"),
-                         ("deploy.master.Master", "master"), ("deploy.worker.Worker", "worker")):
+                         ("deploy.master.Master", "master"), ("deploy.worker.Worker", "worker"),
+                         ("submit_main.py", "driver: spark-submit")):
         if needle in line:
             return role
     text = " ".join(parent)
     for needle, role in (("app.daemon", "driver: warm driver"),
-                         ("spark_submit.sh", "driver: spark-submit"),
                          ("app.cli", "driver: crawler verb"),
                          ("pytest", "driver: test session"),
                          ("exec(eval(sys.stdin", "driver: test session")):

@@ -41,9 +41,14 @@ def test_variants_name_their_environment_and_refuse_a_malformed_item():
 
 def test_threads_alive_before_the_run_count_from_where_they_were():
     s = ThreadSampler(interval=1.0)
-    s.seen = {("1", "1"): ("GC Thread#0", 7.0), ("1", "2"): ("Thread-3", 2.5)}
-    before = {("1", "1"): ("GC Thread#0", 5.0)}
-    assert s.by_group(before) == {"GC Thread": 2.0, "Thread": 2.5}
+    s.seen = {("1@9", "1"): ("GC Thread#0", 7.0), ("1@9", "2"): ("Thread-3", 2.5),
+              ("1@50", "1"): ("C2 CompilerThre", 4.0)}  # pid 1 again, a later process
+    s.roles = {"1@9": "executor", "1@50": "driver: crawler verb"}
+    before = {("1@9", "1"): ("GC Thread#0", 5.0)}
+    assert s.by_group(before) == {"GC Thread": 2.0, "Thread": 2.5, "C2 CompilerThre": 4.0}
+    roles = s.by_role(before)
+    assert roles["executor"]["cpu"] == 4.5 and roles["executor"]["compilers"] == 0.0
+    assert roles["driver: crawler verb"] == {"pids": {"1@50"}, "cpu": 4.0, "compilers": 4.0}
 
 
 def test_a_jvm_is_named_by_its_main_class_or_the_program_that_started_it():
@@ -60,3 +65,5 @@ def test_a_jvm_is_named_by_its_main_class_or_the_program_that_started_it():
     assert role_of(submit, ["python", "/r/tests/spark_jobs/test_s3a.py", "{}"]) == \
         "driver: test_s3a.py"
     assert role_of(submit, []) == "other JVM"
+    script = java + ["org.apache.spark.deploy.SparkSubmit", "/r/scripts/submit_main.py", "pagerank"]
+    assert role_of(script, ["python", "-m", "pytest"]) == "driver: spark-submit"
