@@ -30,6 +30,8 @@ import sys
 import threading
 import time
 
+import psutil
+
 TICK = os.sysconf("SC_CLK_TCK")
 COLUMNS = ("C2 CompilerThre", "C1 CompilerThre", "Thread", "Executor task l", "GC Thread",
            "shuffle-exchang", "broadcast-excha")
@@ -50,10 +52,10 @@ def parse_stat(line: str) -> tuple[str, float]:
 
 
 def machine_busy() -> float:
-    """The machine's busy CPU seconds since boot (/proc/stat: all but idle and iowait)."""
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    return (sum(values[:8]) - values[3] - values[4]) / TICK
+    """The machine's busy CPU seconds since boot (all but idle and iowait)."""
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0) - getattr(t, "guest", 0.0) \
+        - getattr(t, "guest_nice", 0.0)
 
 
 class ThreadSampler:
@@ -61,29 +63,29 @@ class ThreadSampler:
 
     def __init__(self, interval: float) -> None:
         self.interval = interval
-        # keyed by (process, thread id); a process is "pid@start" (its start time in ticks):
-        # pids come round again within a test run (pid_max may be 32768)
+        # keyed by (process, thread id); a process is "pid@start time": pids come round again
+        # within a test run (pid_max may be 32768)
         self.seen: dict[tuple[str, str], tuple[str, float]] = {}
         self.roles: dict[str, str] = {}  # process -> what the JVM is (jvm_role)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _sample(self) -> None:
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                if "java" not in os.readlink(f"/proc/{pid}/exe"):
-                    continue
-                tids = os.listdir(f"/proc/{pid}/task")
-                with open(f"/proc/{pid}/stat") as f:
-                    proc = f"{pid}@{f.read().rsplit(')', 1)[1].split()[19]}"
-                if proc not in self.roles:
-                    self.roles[proc] = jvm_role(pid)
-            except (OSError, IndexError):  # gone, or not ours to read
+        for proc in psutil.process_iter(["name", "create_time"]):
+            if "java" not in (proc.info["name"] or ""):
                 continue
+            key = f"{proc.pid}@{proc.info['create_time']}"
+            try:
+                if key not in self.roles:
+                    self.roles[key] = jvm_role(proc)
+                tids = os.listdir(f"/proc/{proc.pid}/task")
+            except (OSError, psutil.Error):  # gone, or not ours to read
+                continue
+            # thread names are not in psutil: read each thread's stat line
             for tid in tids:
                 try:
-                    with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                        self.seen[(proc, tid)] = parse_stat(f.read())
+                    with open(f"/proc/{proc.pid}/task/{tid}/stat") as f:
+                        self.seen[(key, tid)] = parse_stat(f.read())
                 except (OSError, ValueError):
                     pass
 
@@ -124,16 +126,6 @@ class ThreadSampler:
         return out
 
 
-def _cmdline(pid: str | int) -> list[str]:
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return f.read().decode(errors="replace").split("\0")
-
-
-def _parent(pid: str | int) -> int:
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[1])
-
-
 def role_of(args: list[str], parent: list[str]) -> str:
     """What a JVM is, from its command line and its parent's (a driver JVM is the child of the
     program that started it): a Spark executor, master or worker, or a driver and whose (the
@@ -156,12 +148,13 @@ def role_of(args: list[str], parent: list[str]) -> str:
     return f"driver: {scripts[0]}" if scripts else "other JVM"
 
 
-def jvm_role(pid: str) -> str:
+def jvm_role(proc: psutil.Process) -> str:
     try:
-        parent = _cmdline(_parent(pid))
-    except OSError:
-        parent = []
-    return role_of(_cmdline(pid), parent)
+        parent = proc.parent()
+        parent_args = parent.cmdline() if parent else []
+    except psutil.Error:
+        parent_args = []
+    return role_of(proc.cmdline(), parent_args)
 
 
 def parse_variant(spec: str) -> tuple[str, dict[str, str]]:
