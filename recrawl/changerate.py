@@ -242,6 +242,31 @@ def estimate_rate(
     return (alpha + lam * total) / (beta + total)
 
 
+def lm_rate(
+    changes: float,
+    exposure_days: float,
+    prior: GammaPrior | None = DEFAULT_PRIOR,
+    mean_interval_days: float = 1.0,
+    max_rate: float = DEFAULT_MAX_RATE,
+) -> float:
+    """Change rate from Last-Modified dates (Cho & Garcia-Molina 2003, sec. 6), same Gamma prior.
+
+    A visit that finds Last-Modified moved says "a change at L, none since": likelihood
+    lambda e^(-lambda (visit - L)); a visit that finds it unchanged says "no change for the
+    whole interval": e^(-lambda I). The MLE is changes / exposure, with exposure the sum of
+    the times known free of changes (crawldb.lm_changes, lm_exposure_d; updatedb accumulates
+    them, the first fetch included: its copy's age alone ranks pages). With the prior the
+    posterior mean is (alpha + X) / (beta + E), the prior weighing `strength` visits of
+    `mean_interval_days`. Converges in a few visits where change/no-change needs weeks: one
+    visit tells a page unchanged for 300 days from one unchanged for 3.
+    """
+    x, e = max(0.0, float(changes or 0.0)), max(0.0, float(exposure_days or 0.0))
+    if prior is None:
+        return min(max_rate, x / e) if e > 0 else 0.0
+    alpha, beta = prior.alpha_beta(max(mean_interval_days, 1e-6))
+    return min(max_rate, (alpha + x) / (beta + e)) if beta + e > 0 else prior.mean
+
+
 # --- the stored history (crawldb.change_history) --------------------------------------------
 
 

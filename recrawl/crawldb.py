@@ -26,8 +26,9 @@ from recrawl.crawldb_rules import (
     next_status_sql,
     sql_list,
 )
+from recrawl.signal_trust import http_date_sql
 from recrawl.spark import session_conf
-from recrawl.tables import Insert, InsertAll, Update, merge_into, sql_str, update_where
+from recrawl.tables import Insert, InsertAll, Update, merge_into, read, sql_str, update_where
 
 DAY = 86400
 
@@ -78,6 +79,7 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
       ELSE {now_sql} END"""
     fetched = "s.fetch_status = 'fetched'"
     new_payload = f"{fetched} AND s.warc_type = 'response'"
+    lm = lm_updates(now_sql, success, interval_d)
     return {
         "status": next_status_sql(int(u["max_retries"])),
         "retries": f"CASE WHEN {success} THEN 0 WHEN s.fetch_status IN ({transient}) "
@@ -111,6 +113,7 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
         "redirect_to": "CASE WHEN s.fetch_status = 'redirect' THEN s.final_url "
                        "ELSE t.redirect_to END",
         "next_fetch_time": next_fetch,
+        **lm,
         # An identical payload (a `revisit`, not parsed again) would break the parser again:
         # it counts as one more failure, or a static poison page would never be parked.
         "parse_failures": f"CASE WHEN {fetched} AND s.parse_error IS NOT NULL "
@@ -122,6 +125,35 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
         "generated_at": "NULL",
         "last_round": sql_str(round_id),
     }
+
+
+def lm_updates(now_sql: str, success: str, interval_d: str) -> dict[str, str]:
+    """The last-modified estimator's counts after a fetch (recrawl.changerate.lm_rate):
+    exposure = days known free of changes, changes = revisits that found Last-Modified moved.
+    The first fetch adds the copy's age (now - Last-Modified: no change since); a revisit that
+    finds Last-Modified unchanged (or a 304) adds the interval; one that finds it moved adds a
+    change and the time since the new date -- and, when a change signal sent the fetch, the
+    interval up to the round before (the signal was not there then, so neither was the change:
+    without it, chasing signals would count every change and almost no exposure)."""
+    new, old = http_date_sql("s.last_modified"), http_date_sql("t.last_modified")
+    age = f"greatest(0.0, (unix_timestamp({now_sql}) - unix_timestamp({new})) / {float(DAY)})"
+    first = "t.last_fetch_time IS NULL"
+    moved = f"s.fetch_status = 'fetched' AND {new} > {old}"
+    chased = f"CASE WHEN s.reason = 'signal' THEN greatest(0.0, {interval_d} - 1.0) ELSE 0.0 END"
+    exposure = f"""CASE
+      WHEN NOT ({success}) THEN t.lm_exposure_d
+      WHEN {first} THEN CASE WHEN {new} IS NOT NULL THEN {age} END
+      WHEN t.lm_exposure_d IS NULL THEN t.lm_exposure_d
+      WHEN s.fetch_status = 'not_modified' THEN t.lm_exposure_d + {interval_d}
+      WHEN {new} IS NULL OR {old} IS NULL THEN t.lm_exposure_d
+      WHEN {moved} THEN t.lm_exposure_d + {age} + {chased}
+      ELSE t.lm_exposure_d + greatest(0.0, {interval_d}) END"""
+    changes = f"""CASE
+      WHEN NOT ({success}) THEN t.lm_changes
+      WHEN {first} THEN CASE WHEN {new} IS NOT NULL THEN 0.0 END
+      WHEN t.lm_exposure_d IS NOT NULL AND {moved} THEN coalesce(t.lm_changes, 0.0) + 1.0
+      ELSE t.lm_changes END"""
+    return {"lm_exposure_d": exposure, "lm_changes": changes}
 
 
 def apply_round(spark, cfg: Config, source, round_id: str, now: dt.datetime) -> None:
@@ -189,6 +221,47 @@ def set_schedule(spark, cfg: Config, plan, round_id: str) -> None:
          "next_fetch_time": "s.next_fetch_time", "scheduled_round": rid},
         when=f"t.scheduled_round IS NULL OR t.scheduled_round != {rid}",
     ))
+
+
+def set_signals(spark, cfg: Config, entries, now: dt.datetime) -> int:
+    """The signals step's reading (`entries`: url, host, kind, signal_time, signal_precision_s;
+    one row per listing, a URL possibly listed by several sources): each URL's newest date is
+    kept (a stored date in the future gives way to any other: it said nothing), listed URLs
+    crawldb lacks are added as unfetched at depth 0 (a site's own list of its pages, as
+    updatedb adds a sitemap's). Only rows whose signal moved are written. Returns their number."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    tol = float(cfg.get("signals.future_tolerance_days"))
+    future_at = _after(_ts(now), int(tol * DAY))
+    newest = entries.groupBy("url").agg(
+        F.first("host").alias("host"), F.max("signal_time").alias("signal_time"),
+        F.max_by("signal_precision_s", "signal_time").alias("signal_precision_s"),
+        F.coalesce(F.max_by("kind", "signal_time"), F.first("kind")).alias("signal_kind"),
+    )
+    db = read(spark, cfg, "crawldb").select(
+        "url", F.col("signal_time").alias("old_time"),
+        F.col("signal_precision_s").alias("old_precision"))
+    moved = (
+        newest.join(db, "url", "left")
+        .withColumn("keep_old", F.expr(f"old_time IS NOT NULL AND old_time <= {future_at} AND "
+                                       "(signal_time IS NULL OR old_time > signal_time)"))
+        .where("NOT keep_old AND NOT (old_time <=> signal_time "
+               "AND old_precision <=> signal_precision_s)")
+        .drop("keep_old", "old_time", "old_precision")
+        .cache()
+    )
+    n = moved.count()
+    if n:
+        default_days = float(cfg.get("schedule.default_interval_days"))
+        now_sql = _ts(now)
+        sig = {"signal_time": "s.signal_time", "signal_precision_s": "s.signal_precision_s",
+               "signal_kind": "s.signal_kind", "signal_read_at": now_sql}
+        merge_into(spark, cfg, "crawldb", moved, "t.url = s.url", Update(sig),
+                   Insert({"url": "s.url", "host": "s.host", "depth": "0",
+                           "discovered_at": now_sql, "next_fetch_time": now_sql,
+                           **new_url_values_sql(default_days), **sig}))
+    moved.unpersist()
+    return n
 
 
 def set_scores(spark, cfg: Config, scores) -> None:

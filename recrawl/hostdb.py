@@ -10,6 +10,7 @@ defaults a later step expects (no trap, no pages counted).
 from __future__ import annotations
 
 from recrawl.config import Config
+from recrawl.signal_trust import host_trust_sql, lm_trusted_sql
 from recrawl.tables import Insert, Update, merge_into
 
 HOST_RANK_COLUMNS = ("host_rank", "component_root", "component_hosts", "scc_root", "scc_hosts")
@@ -64,3 +65,31 @@ def set_ranks(spark, cfg: Config, rows) -> None:
     cols = {c: f"s.{c}" for c in HOST_RANK_COLUMNS}
     merge_into(spark, cfg, "hosts", rows, "t.host = s.host",
                Update(cols), Insert({"host": "s.host", **cols}), portable=True)
+
+
+def record_signal_reads(spark, cfg: Config, rows) -> None:
+    """The signals step: when each host's sources last answered (`rows`: host,
+    signals_read_at)."""
+    merge_into(spark, cfg, "hosts", rows, "t.host = s.host",
+               Update({"signals_read_at": "s.signals_read_at"}),
+               Insert({"host": "s.host", "signals_read_at": "s.signals_read_at",
+                       "pages_known": "0", "trap": "false", "pages_fetched": "0"}),
+               portable=True)
+
+
+def record_signal_checks(spark, cfg: Config, checks, rule) -> None:
+    """updatedb's verdicts on the hosts' signals (`checks`: host, tp, fp, fn, tn, lm_agree,
+    lm_disagree: this round's counts; `rule` a recrawl.signal_trust.TrustRule): the stored
+    counts decay by `rule.decay` and take the new ones, and precision, recall and the trust
+    verdicts are recomputed from the updated counts. Every checked host has a row already
+    (the fetch step wrote it)."""
+    d = repr(float(rule.decay))
+    counts = {f"signal_{k}": f"(coalesce(t.signal_{k}, 0.0) * {d} + s.{k})"
+              for k in ("tp", "fp", "fn", "tn")}
+    counts.update({k: f"(coalesce(t.{k}, 0.0) * {d} + s.{k})" for k in ("lm_agree", "lm_disagree")})
+    trust = host_trust_sql(rule, counts["signal_tp"], counts["signal_fp"], counts["signal_fn"])
+    verdicts = {"signal_precision": trust["precision"], "signal_recall": trust["recall"],
+                "signal_trusted": trust["trusted"], "signal_defer": trust["defer"],
+                "lm_trusted": lm_trusted_sql(rule, counts["lm_agree"], counts["lm_disagree"])}
+    merge_into(spark, cfg, "hosts", checks, "t.host = s.host", Update({**counts, **verdicts}),
+               portable=True)

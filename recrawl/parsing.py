@@ -41,8 +41,11 @@ MAX_ANCHOR_CHARS = 200
 MAX_TITLE_CHARS = 1000
 MAX_NESTING = 2048  # open elements; Lexbor's tree builder is quadratic in the nesting depth
 
-#: every ``Outlink.kind``; parse_html emits the first five, the fetcher/robots steps the others
-OUTLINK_KINDS = ("a", "area", "frame", "canonical", "refresh", "redirect", "sitemap")
+#: every ``Outlink.kind``; parse_html emits the first five and "feed", the fetcher/robots steps
+#: "redirect", the sitemap parse "sitemap"
+OUTLINK_KINDS = ("a", "area", "frame", "canonical", "refresh", "redirect", "sitemap", "feed")
+#: ``<link rel=alternate type=...>`` values announcing a feed (recrawl/feeds.py reads them)
+_FEED_TYPES = frozenset(("application/rss+xml", "application/atom+xml", "application/rdf+xml"))
 
 
 @dataclass
@@ -178,12 +181,14 @@ def parse_html(
 ) -> ParsedPage:
     """Parse one HTML response into text, metadata and normalized, filtered outlinks.
 
-    Outlinks come from ``<a href>``, ``<area href>``, ``<frame src>``, ``<link rel=canonical>``
-    and ``<meta http-equiv=refresh>`` (any delay), resolved against ``<base href>`` (else
-    ``url``), normalized with ``norm_rules`` and filtered with ``filter_rules``; invalid or
-    filtered ones are dropped.  Each target appears once, at its first occurrence, with the first
-    non-empty anchor text (an ``<a>`` without text falls back to its image's ``alt``).  Links
-    with ``rel=nofollow`` are dropped (as Nutch's ``parser.html.outlinks.ignore_nofollow``);
+    Outlinks come from ``<a href>``, ``<area href>``, ``<frame src>``, ``<link rel=canonical>``,
+    ``<meta http-equiv=refresh>`` (any delay) and feed autodiscovery ``<link rel=alternate
+    type=application/{rss,atom,rdf}+xml>`` (kind "feed", anchor its title), resolved against
+    ``<base href>`` (else ``url``), normalized with ``norm_rules`` and filtered with
+    ``filter_rules``; invalid or filtered ones are dropped.  Each target appears once, at its
+    first occurrence (which gives its kind), with the first non-empty anchor text (an ``<a>``
+    without text falls back to its image's ``alt``).  Links with ``rel=nofollow`` are dropped
+    (as Nutch's ``parser.html.outlinks.ignore_nofollow``);
     ``nofollow`` / ``none`` in meta robots or ``X-Robots-Tag`` drops all outlinks, the canonical
     URL is still reported.  Self-links are kept: the graph step removes them.  Links inside
     ``<noscript>`` count (the page is parsed as a browser without scripting would).
@@ -197,7 +202,7 @@ def parse_html(
         norm_rules: URL normalization rules for outlinks and the canonical URL.
         filter_rules: outlink filter rules.
         max_bytes: cap on the bytes parsed.
-        max_outlinks: cap on the outlinks kept (``<a>``/``<area>``/``<frame>`` in document
+        max_outlinks: cap on the outlinks kept (``<a>``/``<area>``/``<frame>``/feed, in document
             order; the canonical and refresh targets may come on top).
         max_nesting: a page nested deeper than this is parsed only up to that point.
         robots_names: ``<meta name=...>`` values obeyed as robots directives (``"robots"`` and
@@ -295,8 +300,15 @@ def _visit(node, page: ParsedPage, links: _Outlinks, opts: _Options) -> None:
         elif not page.title and (attrs.get("property") or "").lower() == "og:title":
             page.title = _collapse(content)[:MAX_TITLE_CHARS] or None
     elif tag == "link":
-        if page.canonical_url is None and "canonical" in _tokens(attrs.get("rel")):
+        rel = _tokens(attrs.get("rel"))
+        if page.canonical_url is None and "canonical" in rel:
             page.canonical_url = links.add(attrs.get("href") or "", "", "canonical")
+        # a feed link: anywhere, not only in <head> (a stray character before <head> makes the
+        # parser put the head's links in <body>); an hreflang alternate has no feed type
+        elif ("alternate" in rel and "nofollow" not in rel and not links.full
+              and (attrs.get("type") or "").split(";")[0].strip().lower() in _FEED_TYPES):
+            title = _collapse(attrs.get("title") or "")[:MAX_ANCHOR_CHARS]
+            links.add(attrs.get("href") or "", title, "feed")
     elif links.full or "nofollow" in _tokens(attrs.get("rel")):
         return
     elif tag == "a":

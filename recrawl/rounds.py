@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from recrawl.config import Config
 
-STEPS = ("generate", "fetch", "parse", "dedup", "updatedb", "schedule")
+STEPS = ("signals", "generate", "fetch", "parse", "dedup", "updatedb", "schedule")
 
 
 class BadInput(ValueError):

@@ -82,6 +82,16 @@ CRAWLDB = _schema(
     ("payload_record_id", S),
     ("payload_warc_date", S),
     ("payload_target_uri", S),
+    # Change signals (recrawl/signal_trust.py): the newest date a sitemap or feed published for
+    # the URL (start of the interval it denotes, signal_precision_s wide), which kind of source,
+    # and the logical time it was last read. lm_changes / lm_exposure_d: the last-modified
+    # estimator's counts (recrawl.changerate.lm_rate).
+    ("signal_time", T),
+    ("signal_precision_s", L),
+    ("signal_kind", S),
+    ("signal_read_at", T),
+    ("lm_changes", D),
+    ("lm_exposure_d", D),
 )
 
 FETCH_LIST = _schema(
@@ -98,6 +108,9 @@ FETCH_LIST = _schema(
     ("payload_record_id", S),
     ("payload_warc_date", S),
     ("payload_target_uri", S),
+    # Why generate chose the URL: signal (a trusted or probed change signal), new (never
+    # fetched), due (the policy's revisit) or fill (a not-yet-due page filling the round).
+    ("reason", S),
 )
 
 FETCHES = _schema(
@@ -228,6 +241,38 @@ HOSTS = _schema(
     ("component_hosts", L),
     ("scc_root", S),
     ("scc_hosts", L),
+    # Change-signal trust (recrawl/signal_trust.py): decayed counts of revisits that checked the
+    # host's signals, the precision / recall they give, and the verdicts; when its sources were
+    # last read; whether its Last-Modified moves with content.
+    ("signal_tp", D),
+    ("signal_fp", D),
+    ("signal_fn", D),
+    ("signal_tn", D),
+    ("signal_precision", D),
+    ("signal_recall", D),
+    ("signal_trusted", B),
+    ("signal_defer", B),
+    ("signals_read_at", T),
+    ("lm_agree", D),
+    ("lm_disagree", D),
+    ("lm_trusted", B),
+)
+
+# One row per change-signal source (a sitemap or a feed), re-read by the signals step.
+SIGNAL_SOURCES = _schema(
+    ("source_url", S, False),
+    ("host", S, False),
+    ("kind", S, False),  # sitemap | feed
+    ("etag", S),
+    ("last_modified", S),
+    ("http_status", I),
+    ("fetch_status", S),
+    ("read_at", T),  # logical time of the last read that answered (200 or 304)
+    ("fetched_at", T),  # wall-clock time of the last request (politeness across steps)
+    ("next_read_at", T),
+    ("entries", L),  # entries in the last 200 answer
+    ("error", S),
+    ("round_id", S),
 )
 
 SCORES = _schema(
@@ -282,11 +327,15 @@ TABLES: dict[str, TableSpec] = {
         TableSpec("scores", SCORES, (), "PageRank per URL", "spark_jobs.pagerank"),
         TableSpec("rounds", ROUNDS, (), "one row per round with per-step counts",
                   "recrawl.rounds"),
+        TableSpec("signal_sources", SIGNAL_SOURCES, (), "sitemap or feed read for change signals",
+                  "spark_jobs.signals"),
     )
 }
 
 # fetches.fetch_status and crawldb.status enumerations: recrawl.crawldb_rules
 # links.kind: where parse found the link (recrawl.parsing.OUTLINK_KINDS) — all but "redirect":
 # redirect targets go from fetches.final_url to crawldb, never through links.
-LINK_KINDS = ("a", "area", "frame", "canonical", "refresh", "sitemap")
+LINK_KINDS = ("a", "area", "frame", "canonical", "refresh", "sitemap", "feed")
 DUPLICATE_KINDS = ("exact", "near")  # duplicates.kind: same content hash / SimHash neighbour
+SIGNAL_KINDS = ("sitemap", "feed")  # signal_sources.kind, crawldb.signal_kind
+FETCH_REASONS = ("signal", "new", "due", "fill")  # fetch_list.reason

@@ -14,6 +14,7 @@ import sys
 import threading
 
 from simweb.audit import politeness_violations, robots_violations
+from simweb.signals import Mix, parse_mix
 from simweb.site import World
 from simweb.truth import DEFAULT_TOKEN, Truth
 from simweb.web import SimWeb, control
@@ -24,6 +25,20 @@ def _control(port: int, path: str) -> str:
         return control(port, path)
     except (RuntimeError, OSError) as e:
         raise SystemExit(f"control request failed: {e}") from None
+
+
+def _mix(text: str) -> Mix:
+    try:
+        return parse_mix(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _share(text: str) -> float:
+    share = float(text)
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    return share
 
 
 def _world_args(p: argparse.ArgumentParser) -> None:
@@ -40,6 +55,8 @@ def serve(args: argparse.Namespace) -> int:
         pages_per_site=args.pages,
         log_path=args.log,
         port=args.port,
+        signals=args.signals,
+        feeds=args.feeds,
     )
     web.set_day(args.day)
     done = threading.Event()
@@ -66,6 +83,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--log", default=None, help="append the request log (JSON lines) here")
     p.add_argument("--day", type=int, default=0)
+    p.add_argument(
+        "--signals",
+        default="accurate",
+        type=_mix,
+        metavar="MIX",
+        help="sitemap <lastmod> behaviour of normal sites: accurate, none, mixed, lying, lag, "
+        "a kind name (today, frozen, future) or kind=share,kind=share",
+    )
+    p.add_argument(
+        "--feeds",
+        type=_share,
+        default=0.0,
+        metavar="SHARE",
+        help="share of normal sites that publish /feed.xml",
+    )
     _world_args(p)
     p = sub.add_parser("seeds", help="print the seed URLs of a running server")
     p.add_argument("--port", type=int, required=True)

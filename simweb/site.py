@@ -13,12 +13,14 @@ import functools
 import itertools
 import posixpath
 import random
+from datetime import datetime
 
-from simweb import content, hostile
+from simweb import content, feeds, hostile, signals
 from simweb.changes import RATE_MIXES, PoissonPage, log_uniform_rate, web_mix_rate
 from simweb.host import Host, Link
-from simweb.response import PDF, PNG_1PX, Request, Response, cached, not_found
-from simweb.text import esc, page, paragraph, rng_for, title
+from simweb.response import PDF, PNG_1PX, Request, Response, cached, not_found, sim_datetime
+from simweb.signals import Mix, assign, choose
+from simweb.text import esc, page, paragraph, rng_for, stable_hash, title
 
 SITEMAP = "\nSitemap: {base}/sitemap.xml\n"
 
@@ -79,15 +81,27 @@ def relative_ref(base_dir: str, target: str) -> str:
 
 
 class NormalSite(Host):
-    """One ordinary site: robots kind by index, Zipf link graph, slowly changing pages."""
+    """One ordinary site: robots kind by index, Zipf link graph, slowly changing pages, a
+    sitemap whose dates follow its signal kind (simweb.signals) and maybe a feed."""
 
     def __init__(
-        self, i: int, n_sites: int, n_pages: int, seed: object, rates: str = "loguniform"
+        self,
+        i: int,
+        n_sites: int,
+        n_pages: int,
+        seed: object,
+        rates: str = "loguniform",
+        signal_kind: str = signals.ACCURATE,
+        has_feed: bool = False,
     ) -> None:
         super().__init__(site_name(i), seed)
         if rates not in RATE_MIXES:
             raise ValueError(f"rates must be one of {RATE_MIXES}, got {rates!r}")
+        if signal_kind not in signals.KINDS:
+            raise ValueError(f"signal_kind must be one of {signals.KINDS}, got {signal_kind!r}")
         self.rates = rates
+        self.signal_kind, self.has_feed = signal_kind, has_feed
+        self.atom = i % 2 == 1  # feed format: RSS 2.0 on even sites, Atom 1.0 on odd
         self.i, self.n_sites, self.n_pages = i, n_sites, max(2, n_pages)
         self.kind = i % len(ROBOTS_KINDS)
         rules = ROBOTS_KINDS[self.kind]
@@ -157,11 +171,30 @@ class NormalSite(Host):
         """The change process of a page, None for unknown paths."""
         return self._clock.get(path)
 
+    def listed(self) -> list[str]:
+        """Paths the sitemap (and feed) list: every generated page outside /private/."""
+        return [p for p in self.paths if not p.startswith("/private/")]
+
+    def signal_date(self, path: str, day: int) -> datetime | None:
+        """The sitemap's <lastmod> for ``path`` on ``day`` (full precision; the sitemap writes
+        its date); None when the path is not listed or the kind publishes no dates."""
+        if path.startswith("/private/") or path not in self.index:
+            return None
+        return signals.lastmod(self.signal_kind, self._clock[path], day)
+
+    def feed_date(self, path: str, day: int) -> datetime:
+        """A feed item's date: the sitemap's, or the true last change on sites without sitemap
+        dates (a CMS's feed carries post times even when its sitemap has none)."""
+        published = self.signal_date(path, day)
+        return self._clock[path].last_modified(day) if published is None else published
+
     # -- serving -------------------------------------------------------------------------
     def handle(self, req: Request) -> Response:
         path = req.path
         if path == "/sitemap.xml":
             return self._sitemap(req)
+        if path == feeds.FEED_PATH and self.has_feed:
+            return self._feed(req)
         if path == "/img/map.png":
             return Response(200, PNG_1PX, "image/png")
         if path == "/files/report.pdf":
@@ -177,19 +210,20 @@ class NormalSite(Host):
         return cached(req, body, clock.etag(req.day), clock.last_modified(req.day))
 
     def _sitemap(self, req: Request) -> Response:
-        rows = []
-        for p in self.paths:
-            if p.startswith("/private/"):
-                continue
-            lastmod = self._clock[p].last_modified(req.day).date().isoformat()
-            rows.append(f"<url><loc>{req.base()}{p}</loc><lastmod>{lastmod}</lastmod></url>")
-        body = (
-            '<?xml version="1.0" encoding="UTF-8"?>\n'
-            '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
-            + "\n".join(rows)
-            + "\n</urlset>\n"
-        )
-        return Response(200, body.encode(), "application/xml; charset=utf-8")
+        rows = [(p, self.signal_date(p, req.day)) for p in self.listed()]
+        body = feeds.sitemap_xml(req.base(), rows)
+        dates = [d for _, d in rows if d is not None]
+        newest = max(dates, default=sim_datetime(req.day))
+        return _validated(req, body, newest, feeds.SITEMAP_TYPE)
+
+    def _feed(self, req: Request) -> Response:
+        rows = feeds.newest([(p, self.feed_date(p, req.day)) for p in self.listed()])
+        items = [(p, page_title(self.seed, self.name, p), d) for p, d in rows]
+        name = page_title(self.seed, self.name, "/")
+        body = feeds.feed_xml(self.atom, req.base(), name, items)
+        ctype = feeds.ATOM_TYPE if self.atom else feeds.RSS_TYPE
+        newest = max((d for _, d in rows), default=sim_datetime(req.day))
+        return _validated(req, body, newest, ctype)
 
     def _href(self, req: Request, link: Link, base_dir: str, form: int) -> str:
         """Render a link in one of several equivalent spellings a parser must normalise."""
@@ -208,14 +242,16 @@ class NormalSite(Host):
         )[form % 6]
 
     def _render(self, req: Request, path: str, version: int) -> str:
+        # Only feed sites get the autodiscovery line: other sites' bytes stay as they were.
+        feed = feeds.feed_link(self.atom) if self.has_feed else ""
         if path in self.extra:
-            head = f'<meta http-equiv="refresh" content="0; url={req.base()}/p/1.html">\n'
+            head = f'<meta http-equiv="refresh" content="0; url={req.base()}/p/1.html">\n{feed}'
             return page(
                 "Moved", '<p>This page has moved to <a href="/p/1.html">here</a>.</p>', head
             )
         k = self.index[path]
         rng = rng_for("page", self.seed, self.name, k)
-        head = f'<meta name="description" content="{esc(title(rng))}">\n'
+        head = f'<meta name="description" content="{esc(title(rng))}">\n{feed}'
         base_dir = path.rsplit("/", 1)[0] or "/"
         if k == 0 and self.base_href:
             head += f'<base href="{req.base()}/p/">\n'
@@ -255,20 +291,40 @@ class NormalSite(Host):
         return page(heading, body, head)
 
 
+def _validated(req: Request, body: bytes, last_modified: datetime, ctype: str) -> Response:
+    """A generated XML document with validators: ETag from its bytes, so conditional GETs
+    answer 304 exactly until its content changes."""
+    return cached(req, body, f'"{stable_hash(body)[:16]}"', last_modified, ctype)
+
+
 def page_title(seed: object, host: str, path: str) -> str:
     """Title of a generated page, also used as anchor text of links to it."""
     return title(rng_for("title", seed, host, path.partition("?")[0]))
 
 
 class World:
-    """Every host of one simulated web, by name."""
+    """Every host of one simulated web, by name.
+
+    ``signals`` is a mix of sitemap signal kinds over the normal sites (simweb.signals);
+    ``feeds`` the share of normal sites that also publish a feed.
+    """
 
     def __init__(
-        self, seed: object, n_sites: int, pages_per_site: int, rates: str = "loguniform"
+        self,
+        seed: object,
+        n_sites: int,
+        pages_per_site: int,
+        rates: str = "loguniform",
+        signals: Mix = "accurate",
+        feeds: float = 0.0,
     ) -> None:
         self.seed = seed
+        names = [site_name(i) for i in range(n_sites)]
+        kinds = assign(signals, names, seed)
+        with_feed = choose(feeds, names, seed)
         self.sites = [
-            NormalSite(i, n_sites, pages_per_site, seed, rates) for i in range(n_sites)
+            NormalSite(i, n_sites, pages_per_site, seed, rates, kinds[n], n in with_feed)
+            for i, n in enumerate(names)
         ]
         special = hostile.hosts(seed) + content.hosts(seed)
         self.hosts: dict[str, Host] = {h.name: h for h in [*self.sites, *special]}

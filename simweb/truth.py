@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from datetime import datetime
 from urllib.parse import urlsplit
 
 from simweb import robots
 from simweb.changes import PoissonPage
 from simweb.content import CHARSET_PAGES, Trap
+from simweb.feeds import FEED_PATH
 from simweb.host import Host
 from simweb.hostile import Redirects
+from simweb.signals import ACCURATE
 from simweb.site import NormalSite, World
 from simweb.versions import Changing, Dup
 
@@ -118,6 +121,42 @@ class Truth:
         host = self.world.host("changing.sim.test")
         assert isinstance(host, Changing)
         return {self.url(host.name, p) for p in host.trivial}
+
+    # -- change signals (sitemap <lastmod>, feeds) -----------------------------------------
+    def _site(self, host: str) -> NormalSite | None:
+        h = self.world.host(host)
+        return h if isinstance(h, NormalSite) else None
+
+    def signal_kind(self, host: str) -> str | None:
+        """How ``host``'s sitemap dates its pages (simweb.signals.KINDS); None for hosts other
+        than the normal sites."""
+        site = self._site(host)
+        return None if site is None else site.signal_kind
+
+    def signal_kinds(self) -> dict[str, str]:
+        """Normal host -> its signal kind."""
+        return {s.name: s.signal_kind for s in self.world.sites}
+
+    def honest_signal_hosts(self) -> set[str]:
+        """Hosts whose sitemap dates are exactly the pages' last changes (kind "accurate")."""
+        return {h for h, k in self.signal_kinds().items() if k == ACCURATE}
+
+    def signal_date(self, url: str, day: int) -> datetime | None:
+        """The <lastmod> ``url``'s sitemap publishes on ``day``, at full precision (the sitemap
+        writes its UTC date: compare ``.date()``; feeds carry the whole time); None for URLs
+        the sitemap does not list and for sites of kind "none"."""
+        host, path = split(url)
+        site = self._site(host)
+        return None if site is None else site.signal_date(path, day)
+
+    def has_feed(self, host: str) -> bool:
+        """Whether ``host`` publishes a feed."""
+        site = self._site(host)
+        return site is not None and site.has_feed
+
+    def feed_url(self, host: str) -> str | None:
+        """URL of ``host``'s feed (RSS on even, Atom on odd sites), None without one."""
+        return self.url(host, FEED_PATH) if self.has_feed(host) else None
 
     # -- duplicates ----------------------------------------------------------------------
     def _dup(self) -> Dup:

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs
 from simweb.host import Host
 from simweb.response import Request, Response, not_found, text
 from simweb.server import RequestLog, SimServer
+from simweb.signals import Mix
 from simweb.site import World
 from simweb.truth import Truth
 
@@ -48,6 +49,10 @@ class SimWeb:
         port: 0 for an ephemeral port.
         rates: change rates of normal pages: "loguniform" (0.005-0.1/day, the default) or
             "web" (the mix measured on the real web, simweb.changes.WEB_RATE_CLASSES).
+        signals: how normal sites' sitemaps date their pages (simweb.signals): a preset
+            ("accurate", the default; "none", "mixed", "lying", "lag" or any kind name) or
+            (kind, share) pairs.
+        feeds: share of normal sites that also publish /feed.xml (RSS or Atom).
     """
 
     def __init__(
@@ -58,11 +63,13 @@ class SimWeb:
         log_path: str | None = None,
         port: int = 0,
         rates: str = "loguniform",
+        signals: Mix = "accurate",
+        feeds: float = 0.0,
     ) -> None:
         if n_sites < 1:
             raise ValueError("n_sites must be at least 1")
         self.seed = seed
-        self.world = World(seed, n_sites, pages_per_site, rates)
+        self.world = World(seed, n_sites, pages_per_site, rates, signals, feeds)
         self.truth = Truth(self.world, lambda: self.port)
         self._address = ("127.0.0.1", port)  # loopback only, by design
         self._log = RequestLog(log_path)
@@ -157,7 +164,8 @@ class SimWeb:
 
     def _control(self, req: Request) -> Response:
         """``/__sim/day[?set=N]``, ``/__sim/seeds``, ``/__sim/rates`` (JSON: URL -> true change
-        rate), ``/__sim/reset`` for other processes."""
+        rate), ``/__sim/signals`` (JSON: host -> {kind, feed URL or null}), ``/__sim/reset``
+        for other processes."""
         if req.path == "/__sim/day":
             values = parse_qs(req.query).get("set")
             if values:
@@ -170,6 +178,10 @@ class SimWeb:
             return text("".join(f"{req.base(h)}/\n" for h in self.hosts()))
         if req.path == "/__sim/rates":
             return text(json.dumps(self.truth.change_rates()) + "\n", ctype="application/json")
+        if req.path == "/__sim/signals":
+            t = self.truth
+            out = {h: {"kind": k, "feed": t.feed_url(h)} for h, k in t.signal_kinds().items()}
+            return text(json.dumps(out) + "\n", ctype="application/json")
         if req.path == "/__sim/reset":
             self.reset_state()
             return text("ok\n")

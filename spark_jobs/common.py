@@ -3,7 +3,10 @@ time helpers are recrawl.tables' `sql_str`, `ts_lit`, `naive_utc`)."""
 
 from __future__ import annotations
 
-from recrawl.config import Config
+import json
+from pathlib import Path
+
+from recrawl.config import Config, ConfigError
 from recrawl.linkfilter import LinkFilterRules
 from recrawl.urlnorm import DEFAULT_RULES, NormalizeRules
 
@@ -23,3 +26,22 @@ def filter_rules(cfg: Config) -> LinkFilterRules:
 
 
 
+
+
+def with_trust_oracle(spark, cfg: Config, hosts):
+    """Benchmarks only (signals.trust_oracle, a JSON object host -> bool): `hosts`' learned
+    signal_trusted and signal_defer replaced by the oracle's word: honest hosts trusted for
+    precision and recall, every other host for neither."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    path = str(cfg.get("signals.trust_oracle") or "")
+    if not path:
+        return hosts
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict):
+        raise ConfigError(f"signals.trust_oracle: {path} must hold a JSON object host -> bool")
+    honest = spark.createDataFrame([(str(h), bool(v)) for h, v in data.items()] or [("", False)],
+                                   "host string, honest boolean")
+    flag = F.coalesce(F.col("honest"), F.lit(False))
+    return (hosts.join(F.broadcast(honest), "host", "left")
+            .withColumn("signal_trusted", flag).withColumn("signal_defer", flag).drop("honest"))

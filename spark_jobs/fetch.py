@@ -151,7 +151,11 @@ def recent_fetch(spark, cfg: Config, now: dt.datetime) -> bool:
     # fetch_time is wall-clock UTC; Delta's per-file min/max statistics skip old files. The bound
     # is a UTC string cast in the session's time zone (UTC), not the Python process's local one.
     bound = F.lit(since.strftime("%Y-%m-%d %H:%M:%S.%f")).cast("timestamp")
-    return read(spark, cfg, "fetches").where(F.col("fetch_time") >= bound).limit(1).count() > 0
+    if read(spark, cfg, "fetches").where(F.col("fetch_time") >= bound).limit(1).count() > 0:
+        return True
+    # the signals step's reads of sitemaps and feeds (spark_jobs.signals) are requests too
+    return (cfg.get("signals.enabled") and read(spark, cfg, "signal_sources")
+            .where(F.col("fetched_at") >= bound).limit(1).count() > 0)
 
 
 def check_no_speculation(spark) -> None:
@@ -162,6 +166,32 @@ def check_no_speculation(spark) -> None:
     if spark.sparkContext.getConf().get("spark.speculation", "false").lower() == "true":
         raise ConfigError("spark.speculation is on: it would fetch a host from two task copies "
                         "at once; turn it off for the crawler (spark.extra)")
+
+
+def staged_rows(staged, kind: str, schema):
+    """The `kind` records of a fetch's staged (kind, json) output, as rows of `schema`."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    return staged.where(F.col("kind") == kind).select(
+        F.from_json("payload", schema, {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]"})
+        .alias("r")
+    ).select("r.*")
+
+
+def publish_politeness(spark, cfg: Config, staged) -> None:
+    """The robots.txt copies and per-host politeness state a run of the fetcher core left in
+    its staged output (`robots`, `host` records): MERGEd into `robots` and `hosts`."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    robots_rows = staged_rows(staged, "robots", ROBOTS).dropDuplicates(["host"])
+    if robots_rows.limit(1).count():
+        merge_into(spark, cfg, "robots", robots_rows, "t.host = s.host", UpdateAll(), InsertAll(),
+                   portable=True)
+    hosts_rows = staged_rows(staged, "host", HOSTS).dropDuplicates(["host"]).withColumn(
+        "updated_at", F.current_timestamp()
+    )
+    if hosts_rows.limit(1).count():
+        record_fetch(spark, cfg, hosts_rows)
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
@@ -205,22 +235,11 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     staged = spark.read.parquet(staging)
 
     def parsed(kind: str, schema):
-        return staged.where(F.col("kind") == kind).select(
-            F.from_json("payload", schema, {"timestampFormat": "yyyy-MM-dd'T'HH:mm:ss[.SSSSSS]"})
-            .alias("r")
-        ).select("r.*")
+        return staged_rows(staged, kind, schema)
 
     fetches = parsed("fetch", FETCHES).withColumn("round_id", F.lit(round_id))
     replace_round(fetches, cfg, "fetches", round_id)
-    robots_rows = parsed("robots", ROBOTS).dropDuplicates(["host"])
-    if robots_rows.limit(1).count():
-        merge_into(spark, cfg, "robots", robots_rows, "t.host = s.host", UpdateAll(), InsertAll(),
-                   portable=True)
-    hosts_rows = parsed("host", HOSTS).dropDuplicates(["host"]).withColumn(
-        "updated_at", F.current_timestamp()
-    )
-    if hosts_rows.limit(1).count():
-        record_fetch(spark, cfg, hosts_rows)
+    publish_politeness(spark, cfg, staged)
     # Delete WARC files no published row references (failed attempts, earlier runs, .open).
     published = read(spark, cfg, "fetches").where(f"round_id = {sql_str(round_id)}")
     referenced = {r[0] for r in published.select("warc_file").distinct().collect() if r[0]}

@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from recrawl.config import Config, ConfigError
 from recrawl.crawldb_rules import is_due_sql, per_host_cap_sql
 from recrawl.schedules import change_probability_sql, discovery_slots
+from recrawl.signal_trust import TrustRule, change_gain_sql, signalled_changed_sql
+from spark_jobs.common import with_trust_oracle
 
 
 def priority_sql(mode: str, as_of: str, damping: float, staleness_cap: float) -> str:
@@ -83,14 +85,18 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # round never hand out the same URLs while both are open.
     expiry = wall_now - dt.timedelta(days=g["mark_expiry_days"])
     hosts = read(spark, cfg, "hosts").select(
-        "host", "backoff_until", F.coalesce("trap", F.lit(False)).alias("trap")
+        "host", "backoff_until", F.coalesce("trap", F.lit(False)).alias("trap"),
+        F.coalesce("signal_trusted", F.lit(False)).alias("signal_trusted"),
+        F.coalesce("signal_defer", F.lit(False)).alias("signal_defer"), "signals_read_at",
     )
+    hosts = with_trust_oracle(spark, cfg, hosts)
     robots = read(spark, cfg, "robots").select("host", "crawl_delay")
     known = (
         db.where(F.col("generated_round").isNull() | (F.col("generated_at") < F.lit(expiry)))
         .join(hosts, "host", "left")
         .join(robots, "host", "left")
     )
+    signal_requests = _signal_requests(spark, cfg, round_id)
     out = live_marks(spark, cfg, round_id, expiry)
     if out is not None:
         known = known.join(out, "url", "left_anti")
@@ -98,17 +104,25 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # plus the lookahead (half a daily period by default) is served now rather than a whole
     # round late, so intervals round to the nearest round, not always up.
     is_due = F.expr(is_due_sql(ts_lit(due_by)))
-    due = known.where(is_due)
     # Back-off comes from the servers' real Retry-After / failures: compare with the wall clock.
     in_backoff = F.col("backoff_until").isNotNull() & (F.col("backoff_until") > F.lit(wall_now))
     # On a trap host only pages already fetched are refreshed; new URLs wait (or never come).
     trap_block = F.coalesce(F.col("trap"), F.lit(False)) & (F.col("status") == "unfetched")
-    candidates = due.where(~in_backoff & ~trap_block)
 
     scores_fresh, mode = _scores_mode(spark, cfg, now_logical)
+    damping = float(cfg.get("pagerank.damping"))
     priority = F.expr(priority_sql(
-        mode, ts_lit(now_logical), float(cfg.get("pagerank.damping")), float(g["staleness_cap"])
+        mode, ts_lit(now_logical), damping, float(g["staleness_cap"])
     ))
+    # Change signals (recrawl/signal_trust.py): signalled changes first, fresh-by-signal
+    # URLs of hosts whose recall is proven deferred (up to signals.defer_max_days).
+    known, first, deferred, sig_counts = _signal_marks(
+        cfg, known, now_logical, F.expr(importance_sql(mode, damping)), in_backoff | trap_block,
+        is_due, signal_requests)
+    due = known.where(is_due & ~deferred)
+    candidates = due.where(~in_backoff & ~trap_block).withColumn("signal_first", F.lit(False))
+    if first is not None:
+        candidates = candidates.join(F.broadcast(first.select("url")), "url", "left_anti")
     delay = F.greatest(F.lit(float(f["min_delay_s"])), F.coalesce("crawl_delay", F.lit(0.0)))
     budget = float(f["time_budget_s"])
     cap = F.expr(per_host_cap_sql(budget, "delay", int(g["max_per_host"])))
@@ -127,11 +141,14 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     reserved = new_url & (F.col("kind_rank") <= F.ceil(F.col("cap") * F.lit(share) - 1e-9))
     w = Window.partitionBy("host").orderBy(
-        F.col("reserved").desc(), F.col("priority").desc(), F.col("depth").asc_nulls_last(),
-        F.col("url"),
+        F.col("signal_first").desc(), F.col("reserved").desc(), F.col("priority").desc(),
+        F.col("depth").asc_nulls_last(), F.col("url"),
     )
+    scored = candidates.withColumn("priority", priority)
+    if first is not None:  # a signalled change's priority: importance x the freshness it buys
+        scored = scored.unionByName(first.withColumn("signal_first", F.lit(True)))
     ranked = (
-        candidates.withColumn("priority", priority)
+        scored
         .withColumn("delay", delay)
         .withColumn("cap", cap)
         .withColumn("kind_rank", F.row_number().over(w_kind))
@@ -139,25 +156,39 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .withColumn("host_rank", F.row_number().over(w))
         .where(F.col("host_rank") <= F.col("cap"))
     )
+    reason = (F.when(F.col("signal_first"), F.lit("signal"))
+              .when(new_url, F.lit("new")).otherwise(F.lit("due")))
     cols = ranked.select("url", "host", "priority", "etag", "last_modified", "depth",
                          "payload_digest", "last_fetch_time", "payload_record_id",
                          "payload_warc_date", "payload_target_uri", "delay", "host_rank",
-                         new_url.alias("is_new"))
+                         reason.alias("reason"), new_url.alias("is_new"), "signal_first")
     order = [F.col("priority").desc(), F.col("host_rank"), F.col("url")]
-    top_n = int(g["top_n"])
-    # ... and of the round's top_n, the best ceil(share x top_n) never-fetched URLs are taken
-    # first; the rest of the round goes to every candidate by priority.
-    # Two top-k passes over the candidates instead of one; the frontier's size is not counted
-    # first (a pass of its own): the reserve pass returns at most what the frontier holds.
+    # The signals step's requests count in the round's budget.
+    top_n = max(0, int(g["top_n"]) - sig_counts["signal_requests"])
+    # The budget rule: signalled changes first (best by importance x gain when they exceed it),
+    # then of what is left the best ceil(share x left) never-fetched URLs, then every candidate
+    # by priority. One top-k pass per kind; the frontier's size is not counted first (a pass of
+    # its own): the reserve pass returns at most what the frontier holds.
     in_memory_max = int(g["top_n_in_memory"])
-    reserve, top_new = discovery_slots(top_n, share, top_n), None
+    top_sig = None
+    n_sig = 0
+    if first is not None and top_n:
+        top_sig = _top(cols.where("signal_first"), top_n, order, in_memory_max)
+        n_sig = top_sig.count()
+    left = top_n - n_sig
+    reserve, top_new = discovery_slots(left, share, left), None
     if reserve:
-        top_new = _top(cols.where("is_new"), reserve, order, in_memory_max)
+        top_new = _top(cols.where("is_new AND NOT signal_first"), reserve, order, in_memory_max)
         reserve = top_new.count()
-    rest = cols if not reserve else cols.join(top_new.select("url"), "url", "left_anti")
-    top_rest = _top(rest, top_n - reserve, order, in_memory_max)
-    top = top_rest if top_new is None else top_new.unionByName(top_rest)
-    selected = top.drop("host_rank", "is_new")
+    rest = cols.where("NOT signal_first")
+    if reserve:
+        rest = rest.join(top_new.select("url"), "url", "left_anti")
+    top_rest = _top(rest, left - reserve, order, in_memory_max)
+    top = top_rest
+    for part in (top_new, top_sig):
+        if part is not None:
+            top = part.unionByName(top)
+    selected = top.drop("host_rank", "is_new", "signal_first")
     per_host = {
         r["host"]: (r["n"], r["delay"])
         for r in selected.groupBy("host").agg(F.count("*").alias("n"), F.max("delay").alias("delay"))
@@ -165,7 +196,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     }
     filled, top_fill = 0, None
     # the round's budget: top_n, and no more than a day's fetch budget (rounds are daily)
-    room = min(top_n, int(cfg.get("schedule.daily_budget"))) - sum(n for n, _ in per_host.values())
+    room = (min(int(g["top_n"]), int(cfg.get("schedule.daily_budget")))
+            - sig_counts["signal_requests"] - sum(n for n, _ in per_host.values()))
     if g["fill_budget"] and room > 0:
         # Fewer due URLs than the round may fetch: fill it with pages not due yet, best gain
         # first (recrawl.schedules, "filling the round"), within each host's remaining cap.
@@ -178,9 +210,12 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         w_fill = Window.partitionBy("host").orderBy(F.col("priority").desc(), F.col("url"))
         fill = (
             # fetched is a due status, so "not due" is the next fetch time past the lookahead
-            known.where((F.col("status") == "fetched") & ~is_due & ~in_backoff)
+            # pages fresh by a trusted signal are not fetched early: a round may under-spend
+            known.where((F.col("status") == "fetched") & ~is_due & ~in_backoff & ~deferred)
+            .join(F.broadcast(selected.select("url")), "url", "left_anti")
             .where(p_change >= F.lit(min_change))
             .withColumn("priority", importance * p_change)
+            .withColumn("reason", F.lit("fill"))
             .withColumn("delay", delay)
             .withColumn("cap", cap)
             .join(F.broadcast(taken), "host", "left")
@@ -209,7 +244,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # (new, due, not-due fill), and every selected host has its partition.
     generated = sum(n for n, _ in per_host.values())
     skipped_backoff = due.where(in_backoff).count()
-    for part in (top_new, top_rest, top_fill):
+    for part in (top_sig, top_new, top_rest, top_fill):
         if part is not None:
             part.unpersist()
     worst = max((load for _, load in loads), default=0.0)
@@ -220,10 +255,75 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "skipped_backoff": skipped_backoff,
         "discovery_reserved": reserve,
         "filled_not_due": filled,
+        "signal_first": n_sig,
+        **sig_counts,
         "priority_pagerank": 1 if mode == "pagerank" else 0,
         "priority_bfs": 1 if mode == "bfs" else 0,
         "max_partition_expected_s": math.ceil(worst),
     }
+
+
+def _signal_requests(spark, cfg: Config, round_id: str) -> int:
+    """Requests the round's signals step made (they count in the round's budget)."""
+    from recrawl.tables import read, sql_str  # lazy: pyspark (via recrawl.tables)
+
+    if not cfg.get("signals.enabled"):
+        return 0
+    return read(spark, cfg, "signal_sources").where(
+        f"round_id = {sql_str(round_id)} AND fetch_status IS NOT NULL "
+        "AND fetch_status NOT IN ('robots_denied', 'skipped_budget')").count()
+
+
+def _signal_marks(cfg: Config, known, now: dt.datetime, importance, blocked, is_due,
+                  signal_requests: int):
+    """(known, first, deferred, counts) for the round's change signals.
+
+    `first`: fetched pages whose signal says they changed since our copy, worth chasing
+    (change_gain >= signals.min_gain), of hosts whose precision is trusted, plus up to
+    signals.probe_per_host of every other host's (the verification fetches trust is learned
+    from), with priority = importance x gain. `deferred`: a Column, true for pages that a
+    host with proven recall lists as not changed since our copy, read this round, fetched
+    within signals.defer_max_days: not due, and not used to fill the round.
+    """
+    from pyspark.sql import Window  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    from recrawl.tables import ts_lit  # lazy: pyspark (via recrawl.tables)
+
+    sig = cfg.section("signals")
+    if not sig["enabled"]:
+        return known, None, F.lit(False), {"signal_requests": 0}
+    rule = TrustRule.from_section(sig)
+    changed = F.expr(signalled_changed_sql(ts_lit(now), rule.future_tolerance_days))
+    gain = F.expr(change_gain_sql("change_rate"))
+    fetched = F.col("status") == "fetched"
+    read_after = now - dt.timedelta(days=float(sig["read_interval_days"]))
+    current = F.coalesce(F.col("signals_read_at") > F.lit(read_after), F.lit(False))
+    recent = F.col("last_fetch_time") > F.lit(now - dt.timedelta(days=float(sig["defer_max_days"])))
+    deferred = (fetched & F.col("signal_defer") & current & F.coalesce(~changed, F.lit(False))
+                & F.coalesce(recent, F.lit(False)))
+    w = Window.partitionBy("host").orderBy(F.col("priority").desc(), F.col("url"))
+    cands = (
+        known.where(fetched & F.coalesce(changed, F.lit(False)) & ~blocked)
+        .where(gain >= F.lit(rule.min_gain))
+        .withColumn("priority", importance * gain)
+        .withColumn("_probe", F.row_number().over(w))
+        .cache()
+    )
+    first = cands.where(F.col("signal_trusted") | (F.col("_probe") <= int(sig["probe_per_host"])))
+    first = first.drop("_probe").cache()
+    stats = cands.agg(
+        F.count("*").alias("n"),
+        F.sum(F.when(F.col("signal_trusted"), 0).otherwise(1)).alias("untrusted"),
+    ).first()
+    counts = {
+        "signal_requests": int(signal_requests),
+        "signal_changed": int(stats["n"] or 0),
+        "signal_changed_untrusted": int(stats["untrusted"] or 0),
+        "signal_deferred": known.where(is_due & deferred).count(),
+    }
+    cands.unpersist()
+    return known, first, deferred, counts
 
 
 def _top(df, n: int, order: list, in_memory_max: int):

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from recrawl.changerate import GammaPrior, estimate_from_history
+from recrawl.changerate import GammaPrior, estimate_from_history, history_arrays, lm_rate
 from recrawl.config import Config
 from recrawl.crawldb import set_schedule
 from recrawl.crawldb_rules import SCHEDULED_STATUSES, sql_list
@@ -49,7 +49,9 @@ from recrawl.schedules import (
     make_schedule,
     revisit_budget,
 )
+from recrawl.signal_trust import change_gain_sql
 from recrawl.tables import read, sql_str, ts_lit
+from spark_jobs.common import with_trust_oracle
 
 POLICY_CODES = {"fixed": 0, "adaptive": 1, "optimal": 2}
 # Only fetched pages are generated again; they are the ones that share the daily budget.
@@ -108,18 +110,21 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     todo_cond = _todo_condition(rid, now_sql)
 
     oracle = load_oracle_rates(str(sch.get("oracle_rates") or ""))
-    if oracle:  # benchmarks only: the true rate where the oracle knows it
-        def rate_of(url, h):
-            known = oracle.get(url)
-            return float(known) if known is not None else float(estimate_from_history(h, prior))
+    default_days = float(sch["default_interval_days"])
 
-        oracle_udf = F.udf(rate_of, "double")
+    def rate_of(url, h, lm_changes, lm_exposure, lm_ok):
+        known = oracle.get(url)
+        if known is not None:  # benchmarks only: the true rate where the oracle knows it
+            return float(known)
+        return float(page_rate(h, lm_changes, lm_exposure, lm_ok, prior, default_days))
 
-        def rate_udf(col):
-            return oracle_udf("url", col)
-    else:
-        rate_udf = F.udf(lambda h: float(estimate_from_history(h, prior)), "double")
-    db = read(spark, cfg, "crawldb")
+    rate_fn = F.udf(rate_of, "double")
+
+    def rate_udf(col):
+        return rate_fn("url", col, "lm_changes", "lm_exposure_d", "lm_ok")
+
+    sig = cfg.section("signals")
+    db = with_host_signals(spark, cfg, read(spark, cfg, "crawldb"))
     counts: dict[str, int] = {"policy": code}
     if db.where(todo_cond).isEmpty():  # a re-run, or a round that fetched nothing: no commit
         return {**counts, "scheduled": 0, "changed": 0}
@@ -137,6 +142,21 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         counts["frontier"] = int(frontier)
         statuses = sql_list(BUDGET_STATUSES)
         pop = db.where(f"status IN ({statuses}) AND last_fetch_time IS NOT NULL")
+        # Pages a host with proven signals lists are fetched when their signal moves (and once
+        # per signals.defer_max_days to verify), not by the policy: they leave the allocation
+        # and take their expected fetches off its budget (recrawl.signal_trust).
+        if sig["enabled"]:
+            followed = pop.where("signal_followed").withColumn(
+                "rate", F.coalesce("change_rate", F.lit(float(sch["prior_mean"]))))
+            cost = followed.agg(F.count("*").alias("n"), F.sum(F.expr(
+                f"CASE WHEN {change_gain_sql('rate')} >= {float(sig['min_gain'])!r} "
+                "THEN 1.0 - exp(-rate) ELSE 0.0 END")).alias("chase")).first()
+            n_followed = int(cost["n"] or 0)
+            signal_cost = float(cost["chase"] or 0.0) + n_followed / float(sig["defer_max_days"])
+            budget = max(0.0, budget - signal_cost)
+            counts.update(signal_followed=n_followed,
+                          signal_fetches_per_day=int(round(signal_cost)))
+            pop = pop.where("NOT signal_followed")
         mean_score = pop.agg(F.avg("score")).first()[0]  # avg skips NULLs
         if mean_score is not None and not mean_score > 0:
             mean_score = None  # all scores 0: no information, every page counts as average
@@ -174,7 +194,11 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         )
 
     # No annotations: Spark 4 would read them as a pandas UDF signature.
-    def interval_s(rate, score, interval_s_now, changed, fetch_count):
+    defer_days = policy.clamp(float(sig["defer_max_days"]))
+
+    def interval_s(rate, score, interval_s_now, changed, fetch_count, followed):
+        if followed:  # its signal decides; the verification visit comes at the cap
+            return interval_seconds(defer_days)
         w = None if score is None or mean_score is None else score / mean_score
         page = PageState(
             interval_days=None if interval_s_now is None else interval_s_now / SECONDS_PER_DAY,
@@ -192,7 +216,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     result = (
         todo.withColumn(
             "new_interval_s",
-            interval_udf("rate", "score", "fetch_interval_s", "last_changed", "fetch_count"),
+            interval_udf("rate", "score", "fetch_interval_s", "last_changed", "fetch_count",
+                         "signal_followed"),
         )
         .select(
             "url",
@@ -224,6 +249,36 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         set_schedule(spark, cfg, result, round_id)
     result.unpersist()
     return counts
+
+
+def page_rate(history, lm_changes, lm_exposure, lm_ok, prior: GammaPrior,
+              default_days: float) -> float:
+    """A page's change rate: the last-modified estimator where its host's Last-Modified moves
+    with content and the page has its counts, else change/no-change over the history."""
+    if lm_ok and lm_exposure is not None:
+        ts, _ = history_arrays(history)
+        mean_interval = sum(ts) / len(ts) if ts else default_days
+        return lm_rate(lm_changes or 0.0, lm_exposure, prior, mean_interval)
+    return estimate_from_history(history, prior)
+
+
+def with_host_signals(spark, cfg: Config, db):
+    """crawldb with its hosts' verdicts: `lm_ok` (Last-Modified moves with content) and
+    `signal_followed` (a host whose signals are trusted for recall lists the page with a date:
+    its signal decides when it is fetched)."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    if not cfg.get("signals.enabled"):
+        return db.withColumn("lm_ok", F.lit(False)).withColumn("signal_followed", F.lit(False))
+    hosts = with_trust_oracle(spark, cfg, read(spark, cfg, "hosts").select(
+        "host", F.coalesce("lm_trusted", F.lit(False)).alias("lm_ok"),
+        F.coalesce("signal_trusted", F.lit(False)).alias("signal_trusted"),
+        F.coalesce("signal_defer", F.lit(False)).alias("signal_defer")))
+    return (db.join(F.broadcast(hosts.select("host", "lm_ok", "signal_defer")), "host", "left")
+            .withColumn("lm_ok", F.coalesce("lm_ok", F.lit(False)))
+            .withColumn("signal_followed",
+                        F.coalesce("signal_defer", F.lit(False)) & F.col("signal_time").isNotNull())
+            .drop("signal_defer"))
 
 
 def load_oracle_rates(path: str) -> dict[str, float]:

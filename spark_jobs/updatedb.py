@@ -28,8 +28,16 @@ import re
 
 from recrawl.config import Config
 from recrawl.crawldb import apply_round, mark_traps, park_poison
-from recrawl.hostdb import record_counts
-from recrawl.tables import naive_utc, read, sql_str
+from recrawl.crawldb_rules import ChangeColumns, meaningful_change_sql
+from recrawl.hostdb import record_counts, record_signal_checks
+from recrawl.signal_trust import (
+    TrustRule,
+    check_outcome_sql,
+    http_date_sql,
+    is_future_sql,
+    signalled_changed_sql,
+)
+from recrawl.tables import naive_utc, read, sql_str, ts_lit
 from recrawl.urlnorm import host_key, try_normalize
 from spark_jobs.common import norm_rules
 
@@ -47,8 +55,10 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     dups = read(spark, cfg, "duplicates").where(f"round_id = {rid}").select(
         "url", F.lit(True).alias("is_dup")
     ).dropDuplicates(["url"])
+    reasons = read(spark, cfg, "fetch_list").where(f"round_id = {rid}").select("url", "reason")
     src = (
         fetches.join(pages, "url", "left").join(dups, "url", "left")
+        .join(reasons.dropDuplicates(["url"]), "url", "left")
         .withColumn("is_dup", F.coalesce("is_dup", F.lit(False)))
         .dropDuplicates(["url"])
     )
@@ -115,6 +125,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .join(stored_dups, "url", "full")
     )
     before = read(spark, cfg, "crawldb").count()
+    checked = _check_signals(spark, cfg, src, now)  # reads the copies the MERGE replaces
     apply_round(spark, cfg, merged, round_id, now)
     park_poison(spark, cfg, now)
     after = read(spark, cfg, "crawldb").count()
@@ -124,8 +135,65 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         for r in src.groupBy("fetch_status").agg(F.count("*").alias("n")).collect()
     }
     counts = {f"applied_{k}": v for k, v in counts.items()}
-    counts.update(new_urls=after - before, crawldb_urls=after, trap_hosts=traps)
+    counts.update(new_urls=after - before, crawldb_urls=after, trap_hosts=traps, **checked)
     return counts
+
+
+def _check_signals(spark, cfg: Config, src, now: dt.datetime) -> dict[str, int]:
+    """Each successful revisit checks its host's change signals against what the crawler saw
+    (recrawl/signal_trust.py): per host, this round's true / false positives and negatives and
+    whether Last-Modified moved with the content, folded into the decayed counts and trust
+    verdicts of `hosts` (recrawl.hostdb.record_signal_checks). Returns the round's totals."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+
+    if not cfg.get("signals.enabled"):
+        return {}
+    rule = TrustRule.from_section(cfg.section("signals"))
+    now_sql = ts_lit(now)
+    old = read(spark, cfg, "crawldb").select(
+        "url", "host", F.col("last_fetch_time").alias("prev_fetch"), "signal_time",
+        "signal_precision_s", F.col("payload_digest").alias("old_digest"),
+        F.col("content_hash").alias("old_hash"), F.col("simhash").alias("old_simhash"),
+        F.col("last_modified").alias("old_lm"))
+    publishes = read(spark, cfg, "hosts").select(
+        "host", F.col("signals_read_at").isNotNull().alias("publishes"))
+    changed = meaningful_change_sql(ChangeColumns(
+        status="fetch_status", new_digest="new_digest", old_digest="old_digest",
+        new_hash="new_hash", old_hash="old_hash", new_simhash="new_simhash",
+        old_simhash="old_simhash", has_previous="old_digest IS NOT NULL OR old_hash IS NOT NULL",
+    ), int(cfg.get("schedule.trivial_change_distance")))
+    signalled = signalled_changed_sql(now_sql, rule.future_tolerance_days, last_fetch="prev_fetch")
+    outcome = check_outcome_sql(signalled, changed, "coalesce(publishes, false)",
+                                is_future_sql(now_sql, rule.future_tolerance_days))
+    new_lm, old_lm = http_date_sql("new_lm"), http_date_sql("old_lm")
+    lm_agree = (f"CASE WHEN fetch_status = 'fetched' AND {new_lm} IS NOT NULL AND {old_lm} IS NOT "
+                f"NULL AND ({changed}) IS NOT NULL THEN ({new_lm} > {old_lm}) = ({changed}) END")
+    rows = (
+        src.where("fetch_status IN ('fetched', 'not_modified')")
+        .select("url", "fetch_status", F.col("payload_digest").alias("new_digest"),
+                F.col("content_hash").alias("new_hash"), F.col("simhash").alias("new_simhash"),
+                F.col("last_modified").alias("new_lm"))
+        .join(old.where("prev_fetch IS NOT NULL"), "url")
+        .join(publishes, "host", "left")
+        .select("host", F.expr(outcome).alias("o"), F.expr(lm_agree).alias("lm"))
+    )
+
+    def n(cond):
+        return F.sum(F.when(F.expr(cond), 1.0).otherwise(0.0))
+
+    checks = rows.groupBy("host").agg(
+        n("o = 'tp'").alias("tp"), n("o = 'fp'").alias("fp"), n("o = 'fn'").alias("fn"),
+        n("o = 'tn'").alias("tn"), n("lm = true").alias("lm_agree"),
+        n("lm = false").alias("lm_disagree"),
+    ).where("tp + fp + fn + tn + lm_agree + lm_disagree > 0").cache()
+    totals = checks.agg(*[F.sum(c).alias(c) for c in
+                          ("tp", "fp", "fn", "tn", "lm_agree", "lm_disagree")]).first()
+    if totals["tp"] is not None:
+        record_signal_checks(spark, cfg, checks, rule)
+    checks.unpersist()
+    return {f"signal_{k}": int(totals[k] or 0) for k in ("tp", "fp", "fn", "tn")} | {
+        k: int(totals[k] or 0) for k in ("lm_agree", "lm_disagree")}
 
 
 def _host_or_none(url: str) -> str | None:

@@ -39,7 +39,7 @@ POOL = "crawl_tables"
 CRAWLDB = Asset("crawl://crawldb")
 SCORES = Asset("crawl://scores")
 
-STEPS = ("generate", "fetch", "parse", "dedup", "updatedb", "schedule")
+STEPS = ("signals", "generate", "fetch", "parse", "dedup", "updatedb", "schedule")
 TAGS = ["recrawl"]
 
 DEFAULT_ARGS: dict[str, Any] = {

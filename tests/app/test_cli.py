@@ -121,7 +121,7 @@ def test_round_check_and_help_load_no_pyspark(tmp_path):
     assert "complete (every step done)" in done.stdout
     todo = crawler("round", "--date", "2026-11-02", "--check")
     assert todo.returncode == 3, todo.stdout + todo.stderr
-    assert "next step generate (done: none)" in todo.stdout
+    assert "next step signals (done: none)" in todo.stdout
     usage = crawler("--help")
     assert usage.returncode == 0, usage.stderr
     assert "round" in usage.stdout

@@ -1,0 +1,276 @@
+"""signals: re-read each host's sitemaps and feeds, first in a round, and keep what they say.
+
+The change signals sites publish (docs/freshness.md, "Change signals"): a sitemap's <lastmod>
+and a feed entry's date, per listed URL. This step runs before generate so that a round acts on
+what the signals say when it starts (a change published before the round is fetched in it).
+
+1. Sources (`signal_sources`, this step's table): the sitemaps robots.txt names (the `robots`
+   table), the child sitemaps of a sitemap index, and the feeds parse found as
+   `<link rel="alternate">` outlinks of kind `feed`. A source is read again
+   `signals.read_interval_days` after its last read, at most `signals.max_sources_per_host` a
+   host per round.
+2. Reading: the fetcher core inside Spark `mapPartitions`, exactly as the fetch step runs it:
+   one queue per host, robots.txt obeyed, the host's delay between requests, conditional GET
+   with the stored ETag / Last-Modified (a 304 costs the site an empty answer). Captures go to
+   WARC under `warc/<round>/signals/`. The requests count in the round's budget (generate takes
+   them off top_n). The fetch step that follows waits every host's delay first when a read was
+   moments ago (spark_jobs.fetch.recent_fetch).
+3. Entries: each answer's listed URLs (normalized, same host as the source only: a sitemap may
+   not speak for other sites) with their dates. crawldb keeps each URL's newest date
+   (`signal_time`, `signal_precision_s`, `signal_kind`, `signal_read_at`; recrawl.crawldb
+   set_signals); listed URLs crawldb lacks enter the frontier as unfetched, depth 0, as a
+   sitemap's URLs always have. hosts.signals_read_at says the host's sources answered.
+
+Idempotent: a re-run finds every source read for this round (next_read_at past the round) and
+reads nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterable, Iterator
+
+from fetcher.storage import S3Options, Storage
+from recrawl.config import Config
+from recrawl.crawldb import set_signals
+from recrawl.hostdb import record_signal_reads
+from recrawl.schemas import SIGNAL_SOURCES
+from recrawl.tables import Insert, Update, merge_into, naive_utc, read, sql_str, ts_lit
+from recrawl.urlnorm import host_key, try_normalize
+from spark_jobs.common import norm_rules
+from spark_jobs.fetch import check_no_speculation, fetch_partition, publish_politeness, recent_fetch
+from spark_jobs.parse import UnchangedPayload, read_payload
+
+FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/rdf+xml",
+              "application/feed+json")
+
+
+def entries_of(body: bytes, ctype: str | None, base_url: str, limit: int) -> tuple[
+        list[tuple[str, dt.datetime | None, int]], list[str]]:
+    """([(url, time or None, precision_s)], [child sitemap URLs]) of one source's answer."""
+    from recrawl import feeds, sitemaps  # lazy: feedparser
+
+    if sitemaps.is_sitemap(body, ctype):
+        rows = sitemaps.sitemap_entries(body, limit)
+        if sitemaps.is_sitemap_index(body):
+            return [], [loc for loc, _ in rows]
+        return [(loc, None, 0) if lm is None else (loc, lm[0], int(lm[1]))
+                for loc, lm in rows], []
+    if feeds.is_feed(body, ctype):
+        return [(link, when, 1) for link, when in feeds.feed_entries(body, base_url, limit)], []
+    return [], []
+
+
+def read_sources(rows: Iterable, settings_map: dict, warc_dir: str, prefix: str, opts: dict,
+                 resume: bool, s3) -> Iterator[tuple[str, str]]:
+    """One task: fetch its sources (spark_jobs.fetch.fetch_partition) and read each answer's
+    entries back from the WARC just written. Yields (kind, json): the fetcher's `fetch`,
+    `robots` and `host` records, an `entry` per listed URL, a `child` per index child."""
+
+    storage = Storage(s3)
+    hosts = {}
+    for kind, payload in fetch_partition(rows, settings_map, warc_dir, prefix, resume, s3):
+        yield kind, payload
+        if kind != "fetch":
+            continue
+        row = json.loads(payload)
+        if row["fetch_status"] != "fetched" or not row.get("warc_file"):
+            continue
+        try:
+            body, ctype, _ = read_payload(row["warc_file"], row["warc_offset"],
+                                          opts["max_bytes"], length=row.get("warc_length"),
+                                          storage=storage)
+        except UnchangedPayload:  # the same bytes as the last read: nothing new
+            continue
+        except Exception as exc:  # a corrupt capture is recorded on the source, not fatal
+            yield "error", json.dumps({"url": row["url"], "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        base = row.get("final_url") or row["url"]
+        source_host = hosts.setdefault(row["url"], _host(host_key, row["url"]))
+        try:
+            entries, children = entries_of(body, ctype or row.get("content_type"), base,
+                                           opts["max_entries"])
+        except Exception as exc:  # garbage in a sitemap is the site's problem, not the round's
+            yield "error", json.dumps({"url": row["url"], "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        for loc in children:
+            url, _ = try_normalize(loc, rules=opts["norm_rules"])
+            if url and _host(host_key, url) == source_host:
+                yield "child", json.dumps({"source_url": url, "host": source_host,
+                                           "parent": row["url"]})
+        kind_name = opts["kinds"].get(row["url"], "sitemap")
+        for loc, when, precision in entries:
+            url, _ = try_normalize(loc, rules=opts["norm_rules"])
+            if not url or _host(host_key, url) != source_host:
+                continue  # a source speaks for its own host only
+            yield "entry", json.dumps({
+                "url": url, "host": source_host, "kind": kind_name, "source": row["url"],
+                "signal_time": None if when is None else
+                when.astimezone(dt.UTC).replace(tzinfo=None).isoformat(),
+                "signal_precision_s": precision or None,
+            })
+
+
+def _host(host_key, url: str) -> str | None:
+    try:
+        return host_key(url)
+    except Exception:
+        return None
+
+
+def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+
+    sig = cfg.section("signals")
+    if not sig["enabled"]:
+        return {"enabled": 0}
+    check_no_speculation(spark)
+    now = naive_utc(logical)
+    now_sql = ts_lit(now)
+    rid = sql_str(round_id)
+    _add_sources(spark, cfg)
+    sources = read(spark, cfg, "signal_sources")
+    due = [r.asDict() for r in sources.where(
+        f"next_read_at IS NULL OR next_read_at <= {now_sql}").collect()]
+    per_host: dict[str, list[dict]] = {}
+    for r in sorted(due, key=lambda r: (r["kind"] != "sitemap", r["source_url"])):
+        per_host.setdefault(r["host"], []).append(r)
+    cap = int(sig["max_sources_per_host"])
+    chosen = [r for rs in per_host.values() for r in rs[:cap]]
+    counts = {"enabled": 1, "sources_known": sources.count(), "sources_due": len(due),
+              "sources_read": len(chosen)}
+    if not chosen:
+        return {**counts, "requests": 0, "entries": 0, "urls_updated": 0}
+
+    robots = {r["host"]: r.asDict() for r in read(spark, cfg, "robots").where(
+        F.col("host").isin(sorted(per_host))).collect()}
+    n_parts = max(1, int(cfg.get("generate.partitions")))
+    part_of = {h: i % n_parts for i, h in enumerate(sorted({r["host"] for r in chosen}))}
+    items = []
+    for r in chosen:
+        rb = robots.get(r["host"]) or {}
+        items.append({
+            "url": r["source_url"], "host": r["host"], "partition": part_of[r["host"]],
+            "priority": 1.0, "etag": r["etag"], "last_modified": r["last_modified"],
+            "payload_digest": None, "last_fetch_time": None,
+            "robots_fetched_at": rb.get("fetched_at"), "robots_http_status": rb.get("http_status"),
+            "robots_crawl_delay": rb.get("crawl_delay"), "robots_sitemaps": rb.get("sitemaps"),
+            "robots_rules": rb.get("rules"), "robots_expires_at": rb.get("expires_at"),
+        })
+    settings_map = dict(cfg.section("fetcher"))
+    settings_map["static_hosts"] = dict(settings_map["static_hosts"])
+    settings_map["allowed_content_types"] = [
+        *settings_map["allowed_content_types"], *[t for t in FEED_TYPES
+                                                  if t not in settings_map["allowed_content_types"]]]
+    opts = {"max_bytes": int(cfg.get("fetcher.max_decompressed_bytes")),
+            "max_entries": int(sig["max_entries_per_source"]), "norm_rules": norm_rules(cfg),
+            "kinds": {r["source_url"]: r["kind"] for r in chosen}}
+    s3 = S3Options.from_spark_conf(cfg.get("spark.extra"))
+    warc_dir = f"{cfg.warc_dir(round_id)}/signals"
+    prefix = f"{round_id}-signals-{uuid.uuid4().hex[:8]}"
+    resume = recent_fetch(spark, cfg, dt.datetime.now(dt.UTC))
+
+    def body(it):
+        return read_sources((kv[1] for kv in it), settings_map, warc_dir, prefix, opts, resume, s3)
+
+    rdd = (spark.sparkContext.parallelize([(i["partition"], i) for i in items], n_parts)
+           .partitionBy(n_parts, lambda k: int(k) % n_parts).mapPartitions(body))
+    staging = f"{cfg.home}/staging/signals/{round_id}"
+    spark.createDataFrame(rdd, "kind string, payload string").write.mode("overwrite").parquet(staging)
+    staged = spark.read.parquet(staging).cache()
+    records = {k: [json.loads(p) for (p,) in staged.where(F.col("kind") == k).select("payload")
+                   .collect()] for k in ("fetch", "child", "error")}
+    publish_politeness(spark, cfg, staged)
+    entries = staged.where("kind = 'entry'").select(F.from_json(
+        "payload", "url string, host string, kind string, signal_time string, "
+                   "signal_precision_s long").alias("e")).select("e.*")
+    entries = entries.withColumn("signal_time", F.col("signal_time").cast("timestamp"))
+    n_entries = entries.count()
+    updated = set_signals(spark, cfg, entries, now)
+
+    # The sources' own rows: validators, status, when they answered, when to read them again.
+    errors = {e["url"]: e["error"] for e in records["error"]}
+    n_entries_by = {r[0]: r[1] for r in staged.where("kind = 'entry'")
+                    .groupBy(F.get_json_object("payload", "$.source")).count().collect()}
+    next_read = now + dt.timedelta(days=float(sig["read_interval_days"]))
+    wall = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    fetched = {f["url"]: f for f in records["fetch"]}
+    rows, answered = [], {}
+    by_url = {r["source_url"]: r for r in chosen}
+    requests = 0
+    for url, src in by_url.items():
+        f = fetched.get(url) or {}
+        status = f.get("fetch_status")
+        ok = status in ("fetched", "not_modified")
+        requests += status not in (None, "robots_denied", "skipped_budget")
+        if ok:
+            answered[src["host"]] = now
+        rows.append((
+            url, src["host"], src["kind"],
+            f.get("etag") if ok else src["etag"],
+            f.get("last_modified") if ok else src["last_modified"],
+            f.get("http_status"), status, now if ok else src["read_at"],
+            wall if status not in (None, "robots_denied", "skipped_budget") else src["fetched_at"],
+            next_read, None if not ok else (src["entries"] if status == "not_modified" else
+                                            n_entries_by.get(url, 0)),
+            errors.get(url) or f.get("error"), round_id,
+        ))
+    for c in records["child"]:
+        rows.append((c["source_url"], c["host"], "sitemap", None, None, None, None, None, None,
+                     None, None, None, None))
+
+    src_df = spark.createDataFrame(rows, SIGNAL_SOURCES).dropDuplicates(["source_url"])
+    cols = [f.name for f in SIGNAL_SOURCES.fields if f.name not in ("source_url", "host", "kind")]
+    merge_into(spark, cfg, "signal_sources", src_df, "t.source_url = s.source_url",
+               Update({c: f"s.{c}" for c in cols},
+                      when=f"s.round_id = {rid}"),
+               Insert({f.name: f"s.{f.name}" for f in SIGNAL_SOURCES.fields}), portable=True)
+    if answered:
+        record_signal_reads(spark, cfg, spark.createDataFrame(
+            sorted(answered.items()), "host string, signals_read_at timestamp"))
+    _drop(spark, staging)
+    staged.unpersist()
+    statuses: dict[str, int] = {}
+    for f in records["fetch"]:
+        statuses[f["fetch_status"]] = statuses.get(f["fetch_status"], 0) + 1
+    return {**counts, "requests": requests, "entries": n_entries, "urls_updated": updated,
+            "children": len(records["child"]), "errors": len(errors),
+            **{f"status_{k}": v for k, v in statuses.items()}}
+
+
+def _add_sources(spark, cfg: Config) -> None:
+    """New sources: robots.txt sitemaps of known hosts and feeds found by parse."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+
+    rules = norm_rules(cfg)
+
+    def norm(u):
+
+        url, _ = try_normalize(u, rules=rules) if u else (None, None)
+        return (url, _host(host_key, url)) if url else (None, None)
+
+    norm_udf = F.udf(norm, "struct<url:string,host:string>")
+    sitemaps = (read(spark, cfg, "robots").select(F.explode("sitemaps").alias("u"))
+                .select(norm_udf("u").alias("n"), F.lit("sitemap").alias("kind")))
+    feeds = (read(spark, cfg, "links").where("kind = 'feed'")
+             .select(norm_udf("dst_url").alias("n"), F.lit("feed").alias("kind")))
+    new = (sitemaps.unionByName(feeds)
+           .select(F.col("n.url").alias("source_url"), F.col("n.host").alias("host"), "kind")
+           .where("source_url IS NOT NULL AND host IS NOT NULL")
+           .dropDuplicates(["source_url"]))
+    known = read(spark, cfg, "signal_sources").select("source_url")
+    new = new.join(known, "source_url", "left_anti")
+    if new.limit(1).count():
+        merge_into(spark, cfg, "signal_sources", new, "t.source_url = s.source_url",
+                   Insert({"source_url": "s.source_url", "host": "s.host", "kind": "s.kind"}),
+                   portable=True)
+
+
+def _drop(spark, target: str) -> None:
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(target)
+    path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)

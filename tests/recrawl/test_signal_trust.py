@@ -1,0 +1,161 @@
+"""Change-signal rules (recrawl/signal_trust.py) and the last-modified estimator: the Python
+rules on hand-worked cases, and their SQL twins equal to them in Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+
+from recrawl.changerate import GammaPrior, lm_rate
+from recrawl.signal_trust import (
+    TrustRule,
+    beta_mean,
+    change_gain,
+    change_gain_sql,
+    check_outcome,
+    check_outcome_sql,
+    decayed,
+    host_trust,
+    host_trust_sql,
+    http_date_sql,
+    is_future,
+    lm_trusted,
+    signalled_changed,
+    signalled_changed_sql,
+)
+
+T0 = dt.datetime(2026, 11, 10)
+DAY = 86400
+
+
+@pytest.mark.parametrize("signal,precision,last_fetch,expected", [
+    (None, None, T0, None),                                   # no signal
+    (T0, DAY, None, None),                                    # never fetched: no copy
+    (T0 - dt.timedelta(days=1), DAY, T0, False),              # a date before our copy's day
+    (T0, DAY, T0, True),                                      # the day we fetched: may be after
+    (T0 - dt.timedelta(hours=2), 1, T0, False),               # exact time before our fetch
+    (T0 + dt.timedelta(hours=2), 1, T0, True),                # exact time after
+    (T0 + dt.timedelta(days=5), DAY, T0 - dt.timedelta(days=1), None),  # in the future: a lie
+])
+def test_signalled_changed(signal, precision, last_fetch, expected):
+    assert signalled_changed(signal, precision, last_fetch, T0 + dt.timedelta(days=1), 1.0) is expected
+
+
+def test_future_dates_beyond_the_tolerance_only():
+    as_of = T0
+    assert not is_future(T0 + dt.timedelta(hours=23), as_of, 1.0)
+    assert is_future(T0 + dt.timedelta(hours=25), as_of, 1.0)
+    assert not is_future(None, as_of, 1.0)
+
+
+def test_change_gain_is_the_expected_fresh_share_of_the_next_day():
+    assert change_gain(0.0) == 1.0 and change_gain(None) == 1.0
+    assert change_gain(1.0) == pytest.approx(1 - math.exp(-1))
+    assert change_gain(5.0) == pytest.approx(0.2, abs=0.002)
+    assert change_gain(1 / 7) > 0.9
+
+
+@pytest.mark.parametrize("signalled,changed,listed,future,expected", [
+    (True, True, True, False, "tp"),
+    (True, False, True, False, "fp"),
+    (False, True, True, False, "fn"),
+    (False, False, True, False, "tn"),
+    (None, True, True, False, "fn"),     # the host publishes signals, this URL has none
+    (None, False, True, False, "tn"),
+    (None, True, False, False, None),    # the host publishes nothing: nothing to learn
+    (True, None, True, False, None),     # no previous copy to compare with
+    (None, False, True, True, "fp"),     # a date in the future is a lie whatever happened
+])
+def test_check_outcome(signalled, changed, listed, future, expected):
+    assert check_outcome(signalled, changed, listed, future) == expected
+
+
+def test_trust_is_earned_lost_and_regained():
+    rule = TrustRule()
+    assert not host_trust(0, 0, 0, rule).trusted  # no evidence: not trusted
+    honest = host_trust(2, 0, 0, rule)
+    assert honest.trusted and not honest.defer  # recall needs min_evidence changed checks
+    assert host_trust(3, 0, 0, rule).defer
+    assert not host_trust(3, 0, 1, rule).defer  # recall 0.67
+    liar = host_trust(0.5, 4, 0, rule)  # "always today": most signalled pages unchanged
+    assert not liar.trusted and liar.precision < 0.4
+    frozen = host_trust(0, 0, 4, rule)  # never moves: every change missed
+    assert not frozen.trusted and not frozen.defer and frozen.recall < 0.3
+    # a liar that turns honest: its old false positives fade by the decay
+    fp, tp = 4.0, 0.0
+    for _ in range(10):
+        fp, tp = decayed(fp, 0, rule.decay), decayed(tp, 1, rule.decay)
+    assert host_trust(tp, fp, 0, rule).trusted
+    assert beta_mean(0, 0) == 0.5
+
+
+def test_lm_trust_needs_agreement_and_evidence():
+    rule = TrustRule()
+    assert not lm_trusted(2, 0, rule)  # too little evidence
+    assert lm_trusted(4, 0, rule)
+    assert not lm_trusted(4, 3, rule)
+
+
+def test_rule_refuses_bad_thresholds():
+    with pytest.raises(ValueError, match="trust_decay"):
+        TrustRule(decay=0)
+    with pytest.raises(ValueError, match="min_precision"):
+        TrustRule(min_precision=1.5)
+
+
+def test_lm_rate_uses_the_age_of_the_copy():
+    prior = GammaPrior(0.1, 2.0)
+    # one visit, no change seen: the older the copy, the slower the page
+    ages = [0.2, 1.0, 7.0, 30.0, 300.0]
+    rates = [lm_rate(0, a, prior, 5.0) for a in ages]
+    assert rates == sorted(rates, reverse=True)
+    assert rates[-1] < 0.004  # a page unchanged for 300 days
+    # many observations: the MLE changes / exposure, the prior forgotten
+    assert lm_rate(50, 10.0, prior, 0.2) == pytest.approx(5.0, rel=0.05)
+    assert lm_rate(3, 30.0, None) == pytest.approx(0.1)
+    assert lm_rate(0, 0.0, None) == 0.0
+
+
+@pytest.mark.spark
+def test_sql_twins_agree_with_python(spark):
+    rule = TrustRule()
+    as_of = T0 + dt.timedelta(days=1)
+    cases = []
+    for signal in (None, T0 - dt.timedelta(days=1), T0, T0 + dt.timedelta(hours=3),
+                   T0 + dt.timedelta(days=4)):
+        for precision in (1, DAY):
+            for last in (None, T0, T0 - dt.timedelta(days=2)):
+                cases.append((signal, precision, last))
+    df = spark.createDataFrame(
+        cases, "signal_time timestamp, signal_precision_s long, last_fetch_time timestamp")
+    lit = f"timestamp'{as_of.isoformat(sep=' ')}'"
+    got = [r[0] for r in df.selectExpr(signalled_changed_sql(lit, 1.0)).collect()]
+    want = [signalled_changed(s, p, la, as_of, 1.0) for s, p, la in cases]
+    assert got == want
+
+    rates = [0.0, 0.01, 1.0, 5.0, None]
+    gains = [r[0] for r in spark.createDataFrame([(r,) for r in rates], "r double")
+             .selectExpr(change_gain_sql("r")).collect()]
+    assert gains == pytest.approx([change_gain(r) for r in rates])
+
+    outcomes = [(s, c, li, f) for s in (True, False, None) for c in (True, False, None)
+                for li in (True, False) for f in (True, False)]
+    odf = spark.createDataFrame(outcomes, "s boolean, c boolean, l boolean, f boolean")
+    got = [r[0] for r in odf.selectExpr(check_outcome_sql("s", "c", "l", "f")).collect()]
+    assert got == [check_outcome(*o) for o in outcomes]
+
+    counts = [(0.0, 0.0, 0.0), (3.0, 0.0, 0.0), (3.0, 0.0, 0.5), (0.5, 4.0, 0.0), (0.0, 0.0, 4.0)]
+    sql = host_trust_sql(rule, "tp", "fp", "fn")
+    tdf = spark.createDataFrame(counts, "tp double, fp double, fn double")
+    for row, (tp, fp, fn) in zip(tdf.selectExpr(sql["precision"], sql["recall"], sql["trusted"],
+                                                sql["defer"]).collect(), counts, strict=True):
+        t = host_trust(tp, fp, fn, rule)
+        assert tuple(row) == (pytest.approx(t.precision), pytest.approx(t.recall), t.trusted,
+                              t.defer)
+
+    dates = spark.createDataFrame([("Sun, 06 Nov 1994 08:49:37 GMT",), ("Wed, 1 Jan 2026 00:00:00 GMT",),
+                                   ("yesterday",), (None,)], "d string")
+    assert [r[0] for r in dates.selectExpr(http_date_sql("d")).collect()] == [
+        dt.datetime(1994, 11, 6, 8, 49, 37), dt.datetime(2026, 1, 1), None, None]
