@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     for verb in STEP_VERBS:
         sp = add(verb, help=f"run the {verb} step of one round")
         _round_args(sp)
-    rnd = add("round", help="run generate, fetch, parse, dedup, updatedb, schedule "
+    rnd = add("round", help="run signals, generate, fetch, parse, dedup, updatedb, schedule "
                             "(resuming after the last step done)")
     _round_args(rnd)
     rnd.add_argument("--redo", action="store_true",

@@ -49,7 +49,12 @@ import tempfile
 import time
 from pathlib import Path
 
-POLICIES = ("fixed", "adaptive", "optimal", "oracle")
+POLICIES = ("fixed", "adaptive", "optimal", "signals", "trust-oracle", "oracle")
+# Policies that read change signals (the signals step on); the others run with it off, as the
+# crawler did before signals existed.
+SIGNAL_POLICIES = ("signals", "trust-oracle")
+# simweb signal kinds whose sitemap dates lie (simweb.signals); `none` publishes no dates.
+LYING_KINDS = ("today", "frozen", "future")
 # fetches rows that made no request to the site
 NO_REQUEST = ("robots_denied", "skipped_budget")
 HELD = ("fetched", "not_modified")
@@ -76,6 +81,11 @@ class Day:
     requests: int
     unchanged: int
     wall_s: float
+    signal_reads: int = 0  # sitemap / feed requests of the signals step
+    signal_fetches: int = 0  # fetch-list URLs chosen for a change signal
+    liar_signal_fetches: int = 0  # ... of them on hosts whose signals lie
+    trusted_liars: int = 0  # lying hosts trusted (precision) after the round
+    trusted_honest: int = 0  # honest (accurate) hosts trusted after the round
 
 
 @dataclasses.dataclass
@@ -88,6 +98,8 @@ class PolicyRun:
     rated: int  # held pages with an estimate (the Spearman sample)
     wall_s: float
     by_class: list[dict] = dataclasses.field(default_factory=list)  # by_rate_class at the end
+    spearman14: float = math.nan  # after 14 days (the issue's target), nan for shorter runs
+    liars: int = 0  # hosts whose signals lie on this web
 
     def averages(self, warmup: int) -> dict[str, float]:
         """Time averages over days >= warmup (the last day if warmup leaves none)."""
@@ -102,6 +114,9 @@ class PolicyRun:
             "final_coverage": self.days[-1].coverage,
             "fetches_per_day": requests / n,
             "unchanged_share": sum(d.unchanged for d in window) / requests if requests else 0.0,
+            "unchanged_per_day": sum(d.unchanged for d in window) / n,
+            "signal_reads_per_day": sum(d.signal_reads for d in window) / n,
+            "signal_fetches_per_day": sum(d.signal_fetches for d in window) / n,
             "spearman": self.spearman,
             "round_s": sum(d.wall_s for d in self.days) / len(self.days),
         }
@@ -182,6 +197,7 @@ def measured_pages(web) -> dict[tuple[str, str], Page]:
 def day_metrics(
     web, pages: dict[tuple[str, str], Page], held: dict[tuple[str, str], int], d: int
 ) -> tuple[float, float, float]:
+    """`d` and the held copies' days are simweb days."""
     """(fresh, wfresh, age over held copies) averaged over [d, d+1) from the change times."""
     fresh = wfresh = age_sum = 0.0
     for key, page in pages.items():
@@ -235,7 +251,7 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
     from app.demo import demo_config
     from recrawl.rounds import STEPS, parse_date, round_id_for
     from recrawl.tables import init_tables
-    from simweb import SimWeb
+    from simweb.response import EPOCH
     from spark_jobs import inject
 
     if policy not in POLICIES:
@@ -243,21 +259,35 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
     home = Path(workdir) / policy
     home.mkdir(parents=True)
     t_start = time.perf_counter()
-    with SimWeb(seed=args.seed, n_sites=args.sites, pages_per_site=args.pages,
-                rates="web") as web:
+    start = parse_date(args.start)
+    # simweb's day 0 is EPOCH; its day for logical date D is (D - EPOCH): server dates (sitemap
+    # lastmod, Last-Modified) and the crawl's logical times are one clock, and the pages have
+    # the history they would have on a real web (a copy's age says something on day 0).
+    offset = (start - EPOCH).days
+    with make_web(args) as web:
         pages = measured_pages(web)
         budget = budget_for(len(pages), args.budget_share)
+        kinds = web.truth.signal_kinds()
+        liars = {web.base(h) for h, k in kinds.items() if k in LYING_KINDS}
+        honest = {web.base(h) for h, k in kinds.items() if k == "accurate"}
         overrides = {
             "generate.top_n": budget,
             "schedule.daily_budget": budget,
             "generate.max_per_host": max(40, budget),
-            "schedule.policy": "optimal" if policy == "oracle" else policy,
+            "schedule.policy": "optimal" if policy in ("oracle", *SIGNAL_POLICIES) else policy,
             "schedule.default_interval_days": 1.0 / args.budget_share,
             "schedule.min_interval_days": args.min_interval,
             # every policy fills rounds short of due URLs the same way (docs/design-choices.md);
             # floor 0 by default so that all of them spend the whole budget (equal fetches)
             "generate.fill_min_change_probability": args.fill_floor,
+            "signals.enabled": policy in SIGNAL_POLICIES,
+            # the demo's trap cap (25 URLs of one shape) would flag a site of more /p/N pages
+            "updatedb.trap_pattern_cap": max(200, 2 * args.pages),
         }
+        if policy == "trust-oracle":  # told which hosts' signals are honest
+            told = home / "trust_oracle.json"
+            told.write_text(json.dumps({web.base(h): k == "accurate" for h, k in kinds.items()}))
+            overrides["signals.trust_oracle"] = str(told)
         if policy == "oracle":
             oracle = home / "oracle_rates.json"
             oracle.write_text(json.dumps({web.truth.url(*k): p.rate for k, p in pages.items()}))
@@ -269,14 +299,15 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
         seeds = home / "seeds.txt"
         every = [u for site in web.world.sites for u in web.truth.pages(site.name)]
         seeds.write_text("\n".join(every) + "\n")
-        start = parse_date(args.start)
         inject.run(spark, cfg, str(seeds), start)
 
         held: dict[tuple[str, str], int] = {}
         days: list[Day] = []
+        spearman14 = math.nan
         for d in range(args.days):
             r0 = time.perf_counter()
-            web.set_day(d)
+            sd = offset + d  # simweb's day
+            web.set_day(sd)
             logical = start + dt.timedelta(days=d)
             rid = round_id_for(cfg, logical)
             for step in STEPS:
@@ -292,31 +323,90 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
                 requests += 1
                 key = split_key(r["url"])
                 f = held.get(key)
-                if f is not None and web.truth.next_change(web.truth.url(*key), f) > d:
+                if f is not None and web.truth.next_change(web.truth.url(*key), f) > sd:
                     unchanged += 1  # the request brought nothing new
                 if key in pages and r["fetch_status"] in HELD:
-                    held[key] = d
-            fresh, wfresh, age = day_metrics(web, pages, held, d)
+                    held[key] = sd
+            fresh, wfresh, age = day_metrics(web, pages, held, sd)
+            sig = signal_day(spark, cfg, rid, liars, honest) if policy in SIGNAL_POLICIES else {}
             day = Day(d, fresh, wfresh, age, len(held) / len(pages), requests, unchanged,
-                      time.perf_counter() - r0)
+                      time.perf_counter() - r0, **sig)
             days.append(day)
             print(f"  {policy:8s} day {d:3d}: fresh {fresh:.3f} wfresh {wfresh:.3f} "
                   f"age {age:5.2f} cover {day.coverage:.2f} requests {requests:4d} "
-                  f"unchanged {unchanged:4d} ({day.wall_s:.0f} s)", flush=True)
-        est, true, classes = [], [], []
-        crawldb = spark.read.format("delta").load(cfg.table_path("crawldb"))
-        for r in crawldb.select("url", "change_rate", "fetch_interval_s").collect():
-            key = split_key(r["url"])
-            if key not in pages or key not in held:
-                continue
-            rate = None if r["change_rate"] is None else float(r["change_rate"])
-            interval = None if r["fetch_interval_s"] is None else r["fetch_interval_s"] / 86400.0
-            classes.append((pages[key].rate, rate, interval))
-            if rate is not None:
-                est.append(rate)
-                true.append(pages[key].rate)
-    return PolicyRun(policy, days, spearman(est, true), len(est), time.perf_counter() - t_start,
-                     by_rate_class(classes))
+                  f"unchanged {unchanged:4d}"
+                  + (f" signal reads {day.signal_reads} fetches {day.signal_fetches} (liars "
+                     f"{day.liar_signal_fetches}) trusted honest {day.trusted_honest}/"
+                     f"{len(honest)} liars {day.trusted_liars}/{len(liars)}" if sig else "")
+                  + f" ({day.wall_s:.0f} s)", flush=True)
+            if d == 13:
+                spearman14 = rate_correlation(spark, cfg, pages, held)[0]
+        rho, rated, classes = rate_correlation(spark, cfg, pages, held)
+    return PolicyRun(policy, days, rho, rated, time.perf_counter() - t_start,
+                     by_rate_class(classes), spearman14, len(liars))
+
+
+def make_web(args: argparse.Namespace):
+    """The benchmark's SimWeb: `--web` names the sites' signal mix (simweb.signals), with
+    feeds on `--feeds` of the sites."""
+    from simweb import SimWeb
+
+    return SimWeb(seed=args.seed, n_sites=args.sites, pages_per_site=args.pages, rates="web",
+                  signals=args.web, feeds=args.feeds)
+
+
+def rate_correlation(spark, cfg, pages, held) -> tuple[float, int, list]:
+    """(Spearman of crawldb.change_rate with the true rate over held pages, how many, the
+    (true rate, estimate, interval days) rows for by_rate_class)."""
+    est, true, classes = [], [], []
+    crawldb = spark.read.format("delta").load(cfg.table_path("crawldb"))
+    for r in crawldb.select("url", "change_rate", "fetch_interval_s").collect():
+        key = split_key(r["url"])
+        if key not in pages or key not in held:
+            continue
+        rate = None if r["change_rate"] is None else float(r["change_rate"])
+        interval = None if r["fetch_interval_s"] is None else r["fetch_interval_s"] / 86400.0
+        classes.append((pages[key].rate, rate, interval))
+        if rate is not None:
+            est.append(rate)
+            true.append(pages[key].rate)
+    return spearman(est, true), len(est), classes
+
+
+def signal_day(spark, cfg, rid: str, liars: set[str], honest: set[str]) -> dict[str, int]:
+    """The round's change-signal figures: source reads, URLs fetched for a signal (and of them
+    on lying hosts), and how many lying / honest hosts are trusted after it."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    def load(name):
+        return spark.read.format("delta").load(cfg.table_path(name))
+
+    reads = load("signal_sources").where(
+        f"round_id = '{rid}' AND fetch_status IS NOT NULL "
+        "AND fetch_status NOT IN ('robots_denied', 'skipped_budget')").count()
+    chosen = [r["host"] for r in load("fetch_list").where(
+        f"round_id = '{rid}' AND reason = 'signal'").select("host").collect()]
+    trusted = {r["host"] for r in load("hosts").where(F.col("signal_trusted")).select(
+        "host").collect()}
+    return {"signal_reads": reads, "signal_fetches": len(chosen),
+            "liar_signal_fetches": sum(h in liars for h in chosen),
+            "trusted_liars": len(trusted & liars), "trusted_honest": len(trusted & honest)}
+
+
+def trust_lines(runs: list[PolicyRun], after: int = 7) -> list[str]:
+    """Per signal-reading run: lying hosts still trusted from day `after` on, and the URLs
+    fetched for their signals a day (the verification fetches liars cost once untrusted)."""
+    out = []
+    for r in runs:
+        late = [d for d in r.days if d.day >= after]
+        if r.policy not in SIGNAL_POLICIES or not late:
+            continue
+        out.append(
+            f"  {r.policy:12s} from day {after}: lying hosts trusted at most "
+            f"{max(d.trusted_liars for d in late)} of {r.liars}, their signal fetches "
+            f"{sum(d.liar_signal_fetches for d in late) / len(late) / max(1, r.liars):.2f} a day "
+            f"per lying host; honest hosts trusted (last day) {late[-1].trusted_honest}")
+    return out
 
 
 def table(runs: list[PolicyRun], warmup: int) -> list[str]:
@@ -325,7 +415,7 @@ def table(runs: list[PolicyRun], warmup: int) -> list[str]:
     ref = avg.get("fixed") or next(iter(avg.values()))
     head = (f"{'policy':9s} {'fresh':>6s} {'vs fix':>7s} {'wfresh':>6s} {'vs fix':>7s} "
             f"{'age(d)':>6s} {'cover':>5s} {'end':>5s} {'fetch/d':>7s} {'unchg':>6s} "
-            f"{'spearman':>8s} {'s/round':>7s}")
+            f"{'unchg/d':>7s} {'sig/d':>5s} {'spearman':>8s} {'rho@14':>6s} {'s/round':>7s}")
     lines = [head, "-" * len(head)]
     for r in runs:
         a = avg[r.policy]
@@ -338,7 +428,8 @@ def table(runs: list[PolicyRun], warmup: int) -> list[str]:
             f"{r.policy:9s} {a['fresh']:6.3f} {rel(a['fresh'], ref['fresh'])} "
             f"{a['wfresh']:6.3f} {rel(a['wfresh'], ref['wfresh'])} {a['age']:6.2f} "
             f"{a['coverage']:5.2f} {a['final_coverage']:5.2f} {a['fetches_per_day']:7.1f} "
-            f"{a['unchanged_share']:6.1%} {rho:>8s} {a['round_s']:7.1f}"
+            f"{a['unchanged_share']:6.1%} {a['unchanged_per_day']:7.1f} "
+            f"{a['signal_reads_per_day']:5.1f} {rho:>8s} {r.spearman14:6.3f} {a['round_s']:7.1f}"
         )
     return lines
 
@@ -368,6 +459,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "processes side by side, the same --seed and web) and exit")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="configuration override for every policy")
+    ap.add_argument("--web", default="accurate",
+                    help="the sites' change-signal mix (simweb.signals): accurate (every "
+                         "sitemap date honest), none (no dates), mixed (40%% accurate, 20%% none, "
+                         "20%% always today, 20%% never updated), lying, lag, or kind=share,...")
+    ap.add_argument("--feeds", type=float, default=0.0,
+                    help="share of the sites that publish an RSS / Atom feed")
     args = ap.parse_args(argv)
     args.policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     bad = [p for p in args.policies if p not in POLICIES]
@@ -387,7 +484,8 @@ def load_runs(paths: list[str]) -> list[PolicyRun]:
         for r in json.loads(Path(path).read_text()):
             days = [Day(**d) for d in r["days"]]
             runs.append(PolicyRun(r["policy"], days, r["spearman"], r["rated"],
-                                  r.get("wall_s", sum(d.wall_s for d in days)), r["by_class"]))
+                                  r.get("wall_s", sum(d.wall_s for d in days)), r["by_class"],
+                                  r.get("spearman14", math.nan), r.get("liars", 0)))
     return runs
 
 
@@ -402,15 +500,16 @@ def main(argv: list[str] | None = None) -> int:
         for r in runs:
             for line in class_lines(r):
                 print(line)
+        for line in trust_lines(runs):
+            print(line)
         return 0
     from app.demo import demo_config
     from recrawl.spark import get_spark
-    from simweb import SimWeb
 
     t0 = time.perf_counter()
-    with SimWeb(seed=args.seed, n_sites=args.sites, pages_per_site=args.pages,
-                rates="web") as web:
+    with make_web(args) as web:
         pages = measured_pages(web)
+        print(f"web {args.web!r}: {web.truth.signal_kinds()}")
     rates = sorted(p.rate for p in pages.values())
     budget = budget_for(len(pages), args.budget_share)
     print(f"pages={len(pages)} (fetchable, of {args.sites} sites x {args.pages}) "
@@ -432,10 +531,13 @@ def main(argv: list[str] | None = None) -> int:
     for r in runs:
         for line in class_lines(r):
             print(line)
+    for line in trust_lines(runs):
+        print(line)
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps(
             [{"policy": r.policy, "spearman": r.spearman, "rated": r.rated, "wall_s": r.wall_s,
+              "spearman14": r.spearman14, "liars": r.liars,
               "days": [dataclasses.asdict(d) for d in r.days], "by_class": r.by_class}
              for r in runs], indent=1))
     return 0

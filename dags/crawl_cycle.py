@@ -1,7 +1,7 @@
 """
 ### crawl_cycle — one crawl round (a generation) per logical date
 
-`check_round` → `generate` → `fetch` → `parse` → `dedup` → `updatedb` → `schedule`, each task
+`check_round` → `signals` → `generate` → `fetch` → `parse` → `dedup` → `updatedb` → `schedule`, each task
 one `crawler <step> --date <data interval start>` of the main virtualenv (the CLI derives the
 round id with `crawl.round_id_format`, `%Y%m%d`). Every step is idempotent for its round, so a
 failed task is simply retried or cleared. `check_round` skips the whole run when the round
@@ -62,7 +62,7 @@ def _step(step: str):
 
 with recrawl_dag(
     "crawl_cycle",
-    description="One crawl round per day: generate, fetch, parse, dedup, updatedb, schedule",
+    description="One crawl round per day: signals, generate, fetch, parse, dedup, updatedb, schedule",
     doc_md=__doc__,
     schedule="0 0 * * *",
     params=round_params(),

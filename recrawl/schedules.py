@@ -297,12 +297,26 @@ def discovery_slots(slots: int, share: float, frontier: int) -> int:
     return min(int(frontier), math.ceil(share * slots - 1e-9))
 
 
-def revisit_budget(daily_budget: float, share: float, frontier: int) -> float:
+def revisit_budget(daily_budget: float, share: float, frontier: int, held: int | None = None,
+                   min_revisit_share: float = 0.0) -> float:
     """Fetches per day the revisit policy may plan: the daily budget minus the discovery
     reserve (`discovery_slots`) while the frontier holds URLs, the whole budget once it is
-    empty."""
+    empty.
+
+    With `held` (pages fetched), no more than the held pages' share of all known pages,
+    held / (held + frontier), and no less than `min_revisit_share` of the budget
+    (schedule.min_revisit_share): while most known pages are unfetched, a fetch that brings
+    a page in for the first time is worth more than a revisit the allocation would plan
+    (an allocation that knows which held pages barely change, the last-modified estimator's,
+    otherwise spends everything it may on the rest at the minimum interval)."""
     reserve = discovery_slots(int(math.ceil(daily_budget)), share, frontier)
-    return max(0.0, float(daily_budget) - reserve)
+    budget = max(0.0, float(daily_budget) - reserve)
+    if held is None or frontier <= 0:
+        return budget
+    if not 0.0 <= min_revisit_share <= 1.0:
+        raise ValueError(f"min_revisit_share must be within [0, 1], got {min_revisit_share!r}")
+    fair = float(daily_budget) * held / max(1, held + frontier)
+    return min(budget, max(fair, float(daily_budget) * min_revisit_share))
 
 
 # --- filling the round -------------------------------------------------------------------------
@@ -353,6 +367,7 @@ _SECTION_KEYS = frozenset(
         "inc_rate",
         "dec_rate",
         "oracle_rates",
+        "min_revisit_share",
     }
 )
 

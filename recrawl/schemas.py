@@ -271,6 +271,7 @@ SIGNAL_SOURCES = _schema(
     ("fetched_at", T),  # wall-clock time of the last request (politeness across steps)
     ("next_read_at", T),
     ("entries", L),  # entries in the last 200 answer
+    ("dated_entries", L),  # ... of them with a date (a source without dates is read seldom)
     ("error", S),
     ("round_id", S),
 )

@@ -163,8 +163,12 @@ def host_trust(tp: float, fp: float, fn: float, rule: TrustRule,
 
 
 def lm_trusted(agree: float, disagree: float, rule: TrustRule) -> bool:
-    """Does Last-Modified move with content on the host?"""
-    return agree + disagree >= rule.min_evidence and beta_mean(agree, disagree) >= rule.lm_min_agreement
+    """Does Last-Modified move with content on the host? Believed until a revisit shows
+    otherwise (a server that stamps every answer with the time, or never moves the header,
+    is caught at its first revisit that can tell), then by the agreement over the evidence."""
+    if agree + disagree < rule.min_evidence:
+        return disagree < 0.5
+    return beta_mean(agree, disagree) >= rule.lm_min_agreement
 
 
 def host_trust_sql(rule: TrustRule, tp: str = "signal_tp", fp: str = "signal_fp",
@@ -179,8 +183,10 @@ def host_trust_sql(rule: TrustRule, tp: str = "signal_tp", fp: str = "signal_fp"
 
 
 def lm_trusted_sql(rule: TrustRule, agree: str = "lm_agree", disagree: str = "lm_disagree") -> str:
-    return (f"(({agree}) + ({disagree}) >= {rule.min_evidence!r} AND "
-            f"(({agree}) + 1.0) / (({agree}) + ({disagree}) + 2.0) >= {rule.lm_min_agreement!r})")
+    """`lm_trusted` in SQL."""
+    return (f"CASE WHEN ({agree}) + ({disagree}) < {rule.min_evidence!r} THEN ({disagree}) < 0.5 "
+            f"ELSE (({agree}) + 1.0) / (({agree}) + ({disagree}) + 2.0) >= "
+            f"{rule.lm_min_agreement!r} END")
 
 
 def check_outcome_sql(signalled: str, changed: str, listed: str, future: str) -> str:

@@ -135,13 +135,17 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     if isinstance(policy, ChangeRateOptimalSchedule):
         # Discovery takes its share of the budget first while the frontier holds URLs
         # (recrawl.schedules.revisit_budget; generate reserves the same slots).
-        frontier = db.where("status = 'unfetched'").count()
-        budget = revisit_budget(
-            float(sch["daily_budget"]), float(cfg.get("generate.discovery_share")), frontier
-        )
-        counts["frontier"] = int(frontier)
         statuses = sql_list(BUDGET_STATUSES)
         pop = db.where(f"status IN ({statuses}) AND last_fetch_time IS NOT NULL")
+        sizes = db.agg(
+            F.sum(F.when(F.col("status") == "unfetched", 1).otherwise(0)).alias("frontier"),
+            F.sum(F.expr(f"CASE WHEN status IN ({statuses}) AND last_fetch_time IS NOT NULL "
+                         "THEN 1 ELSE 0 END")).alias("held")).first()
+        frontier, held = int(sizes["frontier"] or 0), int(sizes["held"] or 0)
+        budget = revisit_budget(
+            float(sch["daily_budget"]), float(cfg.get("generate.discovery_share")), frontier,
+            held, float(sch["min_revisit_share"]))
+        counts["frontier"] = frontier
         # Pages a host with proven signals lists are fetched when their signal moves (and once
         # per signals.defer_max_days to verify), not by the policy: they leave the allocation
         # and take their expected fetches off its budget (recrawl.signal_trust).
@@ -271,11 +275,11 @@ def with_host_signals(spark, cfg: Config, db):
     if not cfg.get("signals.enabled"):
         return db.withColumn("lm_ok", F.lit(False)).withColumn("signal_followed", F.lit(False))
     hosts = with_trust_oracle(spark, cfg, read(spark, cfg, "hosts").select(
-        "host", F.coalesce("lm_trusted", F.lit(False)).alias("lm_ok"),
+        "host", F.coalesce("lm_trusted", F.lit(True)).alias("lm_ok"),
         F.coalesce("signal_trusted", F.lit(False)).alias("signal_trusted"),
         F.coalesce("signal_defer", F.lit(False)).alias("signal_defer")))
     return (db.join(F.broadcast(hosts.select("host", "lm_ok", "signal_defer")), "host", "left")
-            .withColumn("lm_ok", F.coalesce("lm_ok", F.lit(False)))
+            .withColumn("lm_ok", F.coalesce("lm_ok", F.lit(True)))
             .withColumn("signal_followed",
                         F.coalesce("signal_defer", F.lit(False)) & F.col("signal_time").isNotNull())
             .drop("signal_defer"))

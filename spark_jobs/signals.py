@@ -185,7 +185,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
                    .collect()] for k in ("fetch", "child", "error")}
     publish_politeness(spark, cfg, staged)
     entries = staged.where("kind = 'entry'").select(F.from_json(
-        "payload", "url string, host string, kind string, signal_time string, "
+        "payload", "url string, host string, kind string, source string, signal_time string, "
                    "signal_precision_s long").alias("e")).select("e.*")
     entries = entries.withColumn("signal_time", F.col("signal_time").cast("timestamp"))
     n_entries = entries.count()
@@ -193,9 +193,10 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
     # The sources' own rows: validators, status, when they answered, when to read them again.
     errors = {e["url"]: e["error"] for e in records["error"]}
-    n_entries_by = {r[0]: r[1] for r in staged.where("kind = 'entry'")
-                    .groupBy(F.get_json_object("payload", "$.source")).count().collect()}
-    next_read = now + dt.timedelta(days=float(sig["read_interval_days"]))
+    n_entries_by = {r[0]: (r[1], r[2]) for r in entries.groupBy("source").agg(
+        F.count("*"), F.count("signal_time")).collect()}
+    dated_read = now + dt.timedelta(days=float(sig["read_interval_days"]))
+    undated_read = now + dt.timedelta(days=float(sig["undated_read_interval_days"]))
     wall = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     fetched = {f["url"]: f for f in records["fetch"]}
     rows, answered = [], {}
@@ -208,19 +209,20 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         requests += status not in (None, "robots_denied", "skipped_budget")
         if ok:
             answered[src["host"]] = now
+        n, dated = ((src["entries"], src["dated_entries"]) if status == "not_modified"
+                    else n_entries_by.get(url, (0, 0)) if ok else (None, None))
         rows.append((
             url, src["host"], src["kind"],
             f.get("etag") if ok else src["etag"],
             f.get("last_modified") if ok else src["last_modified"],
             f.get("http_status"), status, now if ok else src["read_at"],
             wall if status not in (None, "robots_denied", "skipped_budget") else src["fetched_at"],
-            next_read, None if not ok else (src["entries"] if status == "not_modified" else
-                                            n_entries_by.get(url, 0)),
+            undated_read if ok and n and not dated else dated_read, n, dated,
             errors.get(url) or f.get("error"), round_id,
         ))
     for c in records["child"]:
         rows.append((c["source_url"], c["host"], "sitemap", None, None, None, None, None, None,
-                     None, None, None, None))
+                     None, None, None, None, None))
 
     src_df = spark.createDataFrame(rows, SIGNAL_SOURCES).dropDuplicates(["source_url"])
     cols = [f.name for f in SIGNAL_SOURCES.fields if f.name not in ("source_url", "host", "kind")]

@@ -320,6 +320,12 @@ def test_revisit_budget_is_what_discovery_leaves():
     assert revisit_budget(1000, 0.2, 30) == 970
     assert revisit_budget(1000, 0.2, 0) == 1000  # frontier exhausted: all to revisits
     assert revisit_budget(2.5, 0.5, 10) == 0.5
+    # with the held pages counted: their share of the known pages, floored at min_revisit_share
+    assert revisit_budget(1000, 0.2, 4544, held=873, min_revisit_share=0.0) == pytest.approx(
+        1000 * 873 / 5417)
+    assert revisit_budget(1000, 0.2, 4544, held=873, min_revisit_share=0.5) == 500
+    assert revisit_budget(1000, 0.2, 30, held=5000, min_revisit_share=0.5) == 970
+    assert revisit_budget(1000, 0.2, 0, held=5000, min_revisit_share=0.5) == 1000
 
 
 @pytest.mark.parametrize("share", [-0.1, 1.01, float("nan")])

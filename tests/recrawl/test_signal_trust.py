@@ -22,6 +22,7 @@ from recrawl.signal_trust import (
     http_date_sql,
     is_future,
     lm_trusted,
+    lm_trusted_sql,
     signalled_changed,
     signalled_changed_sql,
 )
@@ -93,7 +94,8 @@ def test_trust_is_earned_lost_and_regained():
 
 def test_lm_trust_needs_agreement_and_evidence():
     rule = TrustRule()
-    assert not lm_trusted(2, 0, rule)  # too little evidence
+    assert lm_trusted(0, 0, rule) and lm_trusted(2, 0, rule)  # believed until shown wrong
+    assert not lm_trusted(0, 1, rule) and not lm_trusted(1, 1, rule)
     assert lm_trusted(4, 0, rule)
     assert not lm_trusted(4, 3, rule)
 
@@ -154,6 +156,11 @@ def test_sql_twins_agree_with_python(spark):
         t = host_trust(tp, fp, fn, rule)
         assert tuple(row) == (pytest.approx(t.precision), pytest.approx(t.recall), t.trusted,
                               t.defer)
+
+    lm_cases = [(0.0, 0.0), (2.0, 0.0), (0.0, 1.0), (4.0, 0.0), (4.0, 3.0), (9.0, 1.0)]
+    ldf = spark.createDataFrame(lm_cases, "a double, d double")
+    assert [r[0] for r in ldf.selectExpr(lm_trusted_sql(rule, "a", "d")).collect()] == [
+        lm_trusted(a, d, rule) for a, d in lm_cases]
 
     dates = spark.createDataFrame([("Sun, 06 Nov 1994 08:49:37 GMT",), ("Wed, 1 Jan 2026 00:00:00 GMT",),
                                    ("yesterday",), (None,)], "d string")
