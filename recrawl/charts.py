@@ -53,6 +53,7 @@ SERIES_COLORS = {
     "generated": "#0072B2", "new URLs": "#E69F00", "new": "#E69F00", "changed": "#D55E00",
     "unchanged": "#56B4E9", "exact": "#CC79A7", "near": "#0072B2", "unfetched": "#C7C7C7",
     "other": "#D55E00", "URLs": "#0072B2", "pages/s": "#009E73", "overdue": "#D55E00",
+    "signal": "#CC79A7", "due": "#0072B2", "fill": "#999999",
 }
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999"]
 

@@ -37,7 +37,7 @@ from recrawl.sqlshell import emit
 # storage there is no cheap listing, so these are the names probed there.
 CONTRACT_TABLES = (
     "crawldb", "fetch_list", "fetches", "pages", "links", "duplicates", "robots", "hosts",
-    "scores", "rounds", "captures",
+    "scores", "rounds", "captures", "signal_sources",
 )
 
 # Statements that only Spark (with Delta) can run, and why: (pattern on the comment-free

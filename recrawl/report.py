@@ -244,6 +244,13 @@ _NO_PUSHBACK = ("No host pushed back: no <code>retry_later</code> fetch (429/503
                 "Crawl-delay) and no back-off recorded.")
 _NO_RATES = ("No change-rate estimate yet: the schedule step estimates a URL's rate once it has "
              "been fetched in two rounds (run more rounds).")
+_NO_SIGNALS = ("No change signals yet: the <code>signals</code> step, first in every round "
+               "(<code>crawler round --date DATE</code>), reads the hosts' sitemaps and feeds, "
+               "and updatedb learns each host's trust as revisits check them (tables created "
+               "before change signals get their columns from <code>crawler init</code>).")
+_NO_REASONS = ("No fetch list with reasons yet: run a round (<code>crawler round --date "
+               "DATE</code>; tables created before change signals get the column from "
+               "<code>crawler init</code>).")
 _NO_SCORES = ("No PageRank scores yet: run <code>crawler pagerank</code> after a round (the "
               "demo runs it last unless <code>--no-pagerank</code>; Airflow's "
               "<code>pagerank</code> DAG runs it when a round's crawldb is final).")
@@ -251,10 +258,12 @@ _NO_SCORES = ("No PageRank scores yet: run <code>crawler pagerank</code> after a
 
 def build_report(con, *, title: str = "Crawl report", home: str = "", top: int = 15,
                  now: dt.datetime | None = None, min_delay_s: float = 1.0,
-                 max_crawl_delay_s: float = 30.0, reference_rates: str | None = None) -> str:
+                 max_crawl_delay_s: float = 30.0, reference_rates: str | None = None,
+                 future_tolerance_days: float = 1.0) -> str:
     """The report's HTML from a fast-path connection (see recrawl.fastsql.connect);
     `reference_rates`: a file of known true change rates (analytics.REFERENCE_RATES), whose
-    comparison with the estimates the change-rate section then shows."""
+    comparison with the estimates the change-rate section then shows;
+    `future_tolerance_days`: signals.future_tolerance_days (a later date is no signal)."""
     now = now or dt.datetime.now(dt.UTC)
     a = analytics
     summ = a.summary(con)
@@ -273,6 +282,9 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
     truth = _rate_vs_truth(con, reference_rates) if reference_rates else ""
     ranks = a.top_pages_by_pagerank(con, top=top)
     capacity = a.politeness_capacity(con, min_delay_s, max_crawl_delay_s)
+    trust = a.signal_trust_per_host(con, top=top, future_tolerance_days=future_tolerance_days)
+    reasons = a.fetch_reasons_per_round(con)
+    classes = a.freshness_by_signal_class(con, future_tolerance_days=future_tolerance_days)
 
     cards = [("URLs known", summ.get("urls")), ("URLs fetched", summ.get("urls_fetched")),
              ("hosts", summ.get("hosts")), ("rounds", summ.get("rounds")),
@@ -392,6 +404,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                   [("URLs", [r["urls"] for r in fresh]), ("overdue", [r["overdue"] for r in fresh])],
                   stacked=False, why=_NO_URLS),
     ))
+    sections.append(_signals_section(trust, reasons, classes, top))
     sections.append(_section(
         "pagerank", "Top pages by PageRank", "From the last <code>crawler pagerank</code> run.",
         table(ranks, [("url", "URL"), ("title", "title"), ("pagerank", "PageRank"),
@@ -403,6 +416,56 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
         title=esc(title), home=esc(home), generated=esc(generated), css=_CSS, cards=cards_html,
         nav="".join(f'<a href="#{sid}">{esc(name)}</a>' for sid, name in _NAV),
         sections="".join(sections),
+    )
+
+
+def _signals_section(trust: list[dict], reasons: list[dict], classes: list[dict],
+                     top: int) -> str:
+    """Change signals: why generate chose the URLs of each round, each host's signal trust,
+    and the freshness proxy per signal class."""
+    reason_series = [(r, [row[r] for row in reasons])
+                     for r in (*analytics.FETCH_REASONS, "unknown")
+                     if r != "unknown" or any(row["unknown"] for row in reasons)]
+    return _section(
+        "signals", "Change signals",
+        "Sites publish what changed: sitemap <code>&lt;lastmod&gt;</code> dates and feed "
+        "entries. Each revisit of a URL a host lists checks its signal: <em>precision</em> is "
+        "the share of signalled changes the page really had, <em>recall</em> the share of "
+        "changes that were signalled (decayed counts, Beta(1, 1) means). A <em>trusted</em> "
+        "host's signalled changes are fetched first; with <em>defer</em> its URLs fresh by "
+        "their signal may wait; an untrusted host's only as a few probes per round.",
+        "<h3>Fetch-list URLs per round, by why generate chose them</h3>",
+        bar_chart("chart-fetch-reasons", [r["round_id"] for r in reasons], reason_series,
+                  why=_NO_REASONS),
+        _details("numbers: fetch-list URLs by reason, and the sitemap and feed reads "
+                 "(they share the round's budget)",
+                 table(reasons, [("round_id", "round"), ("signal", "signal"), ("new", "new"),
+                                 ("due", "due"), ("fill", "fill"), ("unknown", "unknown"),
+                                 ("generated", "generated"),
+                                 ("signal_requests", "signal reads")], "table-fetch-reasons")),
+        f"<h3>Signal trust per host (the {top} with the most evidence); "
+        "changed = the signal says changed since our copy</h3>",
+        table(trust, [("host", "host"), ("kinds", "sources"), ("precision", "precision"),
+                      ("recall", "recall"), ("trusted", "trusted"), ("defer", "defer"),
+                      ("checks", "checks"), ("signalled_urls", "URLs with a signal"),
+                      ("changed_since_fetch", "changed since fetch"),
+                      ("signal_fetches", "fetched for a signal, last round")],
+              "table-signal-trust", why=_NO_SIGNALS),
+        _details("numbers: decayed checks per host, and Last-Modified",
+                 table(trust, [("host", "host"), ("sources", "sources"), ("tp", "tp"),
+                               ("fp", "fp"), ("fn", "fn"), ("tn", "tn"),
+                               ("lm_trusted", "Last-Modified trusted"),
+                               ("signals_read_at", "sources last answered")],
+                       why=_NO_SIGNALS)),
+        "<h3>Held pages per signal class of their host: a freshness proxy, not freshness "
+        "(that needs the web's truth)</h3>",
+        table(classes, [("signal_class", "hosts' signals"), ("hosts", "hosts"),
+                        ("pages", "pages held"),
+                        ("changed_share", "last fetch found a change"),
+                        ("mean_age_d", "mean days since fetch"),
+                        ("mean_change_rate", "mean changes/day"),
+                        ("stale_by_signal", "stale by their signal")],
+              "table-signal-classes", why=_NO_SIGNALS),
     )
 
 
@@ -439,6 +502,7 @@ def write_report(cfg: Config, out: str | Path, top: int = 15, now: dt.datetime |
             min_delay_s=cfg.get("fetcher.min_delay_s"),
             max_crawl_delay_s=cfg.get("fetcher.max_crawl_delay_s"),
             reference_rates=analytics.reference_rates_file(cfg.home),
+            future_tolerance_days=cfg.get("signals.future_tolerance_days"),
         )
     finally:
         con.close()
@@ -450,7 +514,8 @@ def write_report(cfg: Config, out: str | Path, top: int = 15, now: dt.datetime |
 
 _NAV = [("rounds", "Rounds"), ("fetch-status", "Fetch statuses"), ("throughput", "Throughput"),
         ("changes", "New vs changed"), ("duplicates", "Duplicates"), ("hosts", "Hosts"),
-        ("politeness", "Politeness"), ("change-rate", "Change rate"), ("pagerank", "PageRank")]
+        ("politeness", "Politeness"), ("change-rate", "Change rate"), ("signals", "Change signals"),
+        ("pagerank", "PageRank")]
 
 _CSS = """
 :root{--fg:#1d2330;--muted:#5b6475;--line:#d9dde5;--bg:#f6f7f9}

@@ -163,11 +163,12 @@ def host_trust(tp: float, fp: float, fn: float, rule: TrustRule,
 
 
 def lm_trusted(agree: float, disagree: float, rule: TrustRule) -> bool:
-    """Does Last-Modified move with content on the host? Believed until a revisit shows
-    otherwise (a server that stamps every answer with the time, or never moves the header,
-    is caught at its first revisit that can tell), then by the agreement over the evidence."""
+    """Does Last-Modified move with content on the host? Believed until `min_evidence`
+    revisits could tell, then by the agreement over them (a server that stamps every answer
+    with the time, or never moves the header, disagrees at nearly every revisit; an honest one
+    disagrees only where the SimHash rule calls a real edit trivial, a few per cent)."""
     if agree + disagree < rule.min_evidence:
-        return disagree < 0.5
+        return True
     return beta_mean(agree, disagree) >= rule.lm_min_agreement
 
 
@@ -184,7 +185,7 @@ def host_trust_sql(rule: TrustRule, tp: str = "signal_tp", fp: str = "signal_fp"
 
 def lm_trusted_sql(rule: TrustRule, agree: str = "lm_agree", disagree: str = "lm_disagree") -> str:
     """`lm_trusted` in SQL."""
-    return (f"CASE WHEN ({agree}) + ({disagree}) < {rule.min_evidence!r} THEN ({disagree}) < 0.5 "
+    return (f"CASE WHEN ({agree}) + ({disagree}) < {rule.min_evidence!r} THEN true "
             f"ELSE (({agree}) + 1.0) / (({agree}) + ({disagree}) + 2.0) >= "
             f"{rule.lm_min_agreement!r} END")
 

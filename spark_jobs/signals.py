@@ -37,6 +37,7 @@ from recrawl.config import Config
 from recrawl.crawldb import set_signals
 from recrawl.hostdb import record_signal_reads
 from recrawl.schemas import SIGNAL_SOURCES
+from recrawl.signal_trust import TrustRule
 from recrawl.tables import Insert, Update, merge_into, naive_utc, read, sql_str, ts_lit
 from recrawl.urlnorm import host_key, try_normalize
 from spark_jobs.common import norm_rules
@@ -195,6 +196,13 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     errors = {e["url"]: e["error"] for e in records["error"]}
     n_entries_by = {r[0]: (r[1], r[2]) for r in entries.groupBy("source").agg(
         F.count("*"), F.count("signal_time")).collect()}
+    rule = TrustRule.from_section(sig)
+    distrusted = {r["host"] for r in read(spark, cfg, "hosts").where(
+        F.col("host").isin(sorted(per_host))
+        & (F.coalesce("signal_tp", F.lit(0.0)) + F.coalesce("signal_fp", F.lit(0.0))
+           + F.coalesce("signal_fn", F.lit(0.0)) >= F.lit(rule.min_evidence))
+        & ~F.coalesce("signal_trusted", F.lit(False))).select("host").collect()}
+    slow_read = now + dt.timedelta(days=float(sig["untrusted_read_interval_days"]))
     dated_read = now + dt.timedelta(days=float(sig["read_interval_days"]))
     undated_read = now + dt.timedelta(days=float(sig["undated_read_interval_days"]))
     wall = dt.datetime.now(dt.UTC).replace(tzinfo=None)
@@ -217,7 +225,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             f.get("last_modified") if ok else src["last_modified"],
             f.get("http_status"), status, now if ok else src["read_at"],
             wall if status not in (None, "robots_denied", "skipped_budget") else src["fetched_at"],
-            undated_read if ok and n and not dated else dated_read, n, dated,
+            undated_read if ok and n and not dated else
+            slow_read if src["host"] in distrusted else dated_read, n, dated,
             errors.get(url) or f.get("error"), round_id,
         ))
     for c in records["child"]:

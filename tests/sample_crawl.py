@@ -69,6 +69,40 @@ LINKS = [(A + "/", A + p) for p in ("/1", "/2", "/3", "/4")] + [
     (ERR + "/", ERR + "/missing"), (ERR + "/", ERR + "/broken"), (ERR + "/", ERR + "/slow"),
     (A + "/1", A + "/"), (A + "/2", A + "/"), (SLOW + "/", A + "/"),
 ]
+# Change signals (docs/tables.md). Per URL the newest signal crawldb keeps: (signal_time,
+# signal_precision_s, signal_kind). The last round's logical date is 2026-11-03 00:00; A/2's
+# date is two days later (a lie, beyond the one-day tolerance) and A/5 has no copy yet.
+SIGNALS = {
+    A + "/": (dt.datetime(2026, 11, 2, tzinfo=UTC), 86400, "sitemap"),  # ends at the fetch: no
+    A + "/1": (dt.datetime(2026, 11, 3, tzinfo=UTC), 86400, "sitemap"),  # changed since fetch
+    A + "/2": (dt.datetime(2026, 11, 5, tzinfo=UTC), 86400, "sitemap"),  # future: says nothing
+    A + "/3": (dt.datetime(2026, 11, 3, 6, 30, tzinfo=UTC), 1, "feed"),  # changed since fetch
+    A + "/5": (dt.datetime(2026, 11, 2, tzinfo=UTC), 86400, "sitemap"),  # never fetched
+    B + "/": (dt.datetime(2026, 11, 1, tzinfo=UTC), 86400, "sitemap"),  # before the fetch
+    B + "/p1": (dt.datetime(2026, 11, 3, 12, tzinfo=UTC), 86400, "sitemap"),  # changed
+    B + "/p2": (dt.datetime(2026, 11, 2, tzinfo=UTC), 86400, "sitemap"),  # fetched 11-02: changed
+}
+# (source_url, host, kind, http_status, fetch_status, entries, error): A has a sitemap and a
+# feed, B a sitemap; XSS's feed is not one. SLOW and ERR publish nothing.
+SIGNAL_SOURCES = [
+    (A + "/sitemap.xml", A, "sitemap", 304, "not_modified", 5, None),
+    (A + "/feed.xml", A, "feed", 200, "fetched", 2, None),
+    (B + "/sitemap.xml", B, "sitemap", 200, "fetched", 3, None),
+    (XSS + "/feed.xml", XSS, "feed", 200, "fetched", None, "not a feed: no <rss> or <feed> root"),
+]
+# Per host: decayed checks (tp, fp, fn, tn), Last-Modified (agree, disagree) and the verdicts
+# (trusted, defer, lm_trusted) under the default [signals] thresholds. A: precision
+# (3 + 1) / (3 + 1 + 2) = 2/3 >= 0.6 and recall (3 + 1) / (3 + 0 + 2) = 0.8 over tp + fn = 3:
+# trusted and deferring. B: precision 1.9 / 5.6, recall 1.9 / 4.8: neither.
+SIGNAL_TRUST = {
+    A: ((3.0, 1.0, 0.0, 2.0), (2.0, 0.0), (True, True, True)),
+    B: ((0.9, 2.7, 1.9, 0.0), (0.0, 1.0), (False, False, False)),
+}
+# fetch_list.reason: signal and fill rows by hand; otherwise `new` for a URL without a success
+# before the round (crawldb status unfetched), else `due`.
+SIGNAL_FETCHES = {(2, A + "/"), (2, A + "/1"), (2, A + "/3"), (2, B + "/p1")}
+FILL_FETCHES = {(1, XSS + "/"), (2, XSS + "/")}
+SIGNAL_REQUESTS = (0, 3, 4)  # rounds.counts['signals.requests'] per round
 NOW = dt.datetime(2026, 11, 3, 12, 0, tzinfo=UTC)  # the wall clock the back-off test uses
 BACKOFF_UNTIL = dt.datetime(2026, 11, 3, 13, 30, 0, 250000, tzinfo=UTC)
 
@@ -92,6 +126,24 @@ EXPECTED = {
     },
     # A/3 and SLOW swap ranks (true 0.15 < 0.18, estimated 0.2 > 0.1): 1 - 6 * 2 / (10 * 99)
     "rate_spearman": (1 - 12 / 990, 10),
+    # round -> fetch_list rows (signal, new, due, fill), signals.requests
+    "fetch_reasons": {"20261101": ((0, 5, 0, 0), 0), "20261102": ((0, 12, 2, 1), 3),
+                      "20261103": ((4, 4, 3, 1), 4)},
+    # host -> (sources, kinds, precision, recall, trusted, defer, URLs with a signal, of them
+    # changed since the last fetch, fetched for a signal in the last round); SLOW and ERR
+    # (no source, no check) are left out
+    "signal_trust": {
+        A: (2, ["feed", "sitemap"], 4 / 6, 4 / 5, True, True, 5, 2, 3),
+        B: (1, ["sitemap"], 1.9 / 5.6, 1.9 / 4.8, False, False, 3, 2, 1),
+        XSS: (1, ["feed"], None, None, False, False, 0, 0, 0),
+    },
+    # class -> (hosts, held pages, share whose last fetch changed, mean days since the last
+    # fetch, mean change rate, stale by their signal), held = crawldb status fetched
+    "signal_classes": {
+        "trusted": (1, 4, 2 / 4, 0.0, (0.5 + 0.02 + 0.05 + 0.2) / 4, 2),
+        "probed-untrusted": (1, 3, 2 / 3, 1 / 3, (1.5 + 4.0 + 0.005) / 3, 2),
+        "no signals": (3, 3, 0.0, 2 / 3, (0.1 + 0.01 + 0.0) / 3, 0),
+    },
 }
 # The true change rates of the sample's URLs (a simulated web's truth, as the demos write it):
 # fetched URLs, a duplicate and an unfetched URL (not held: left out) and a URL crawldb lacks.
@@ -149,6 +201,26 @@ def _simhash(version: str) -> int:
     return v
 
 
+def _signal_columns(url: str) -> dict:
+    """A crawldb row's change-signal columns (SIGNALS; NULL for URLs without a signal)."""
+    if url not in SIGNALS:
+        return {}
+    t, precision, kind = SIGNALS[url]
+    return {"signal_time": t, "signal_precision_s": precision, "signal_kind": kind,
+            "signal_read_at": _ts(2)}
+
+
+def _host_trust(host: str) -> dict:
+    """A hosts row's change-signal columns (SIGNAL_TRUST; NULL for hosts without checks)."""
+    if host not in SIGNAL_TRUST:
+        return {}
+    (tp, fp, fn, tn), (agree, disagree), (trusted, defer, lm) = SIGNAL_TRUST[host]
+    return {"signal_tp": tp, "signal_fp": fp, "signal_fn": fn, "signal_tn": tn,
+            "signal_precision": (tp + 1) / (tp + fp + 2), "signal_recall": (tp + 1) / (tp + fn + 2),
+            "signal_trusted": trusted, "signal_defer": defer, "signals_read_at": _ts(2),
+            "lm_agree": agree, "lm_disagree": disagree, "lm_trusted": lm}
+
+
 def config_for(home) -> Config:
     return load_config(environ={}).with_overrides(
         {"crawl.home": str(home), "spark.shuffle_partitions": 2}, "sample")
@@ -167,17 +239,22 @@ def rows_by_table() -> dict[str, list[dict]]:
     """Every table's rows as dicts (aware UTC datetimes)."""
     out: dict[str, list[dict]] = {k: [] for k in (
         "fetch_list", "fetches", "pages", "duplicates", "links", "crawldb", "robots", "hosts",
-        "scores", "rounds", "captures")}
+        "scores", "rounds", "captures", "signal_sources")}
     position: dict[int, int] = {}
+    succeeded: set[str] = set()  # URLs with a success in an earlier round
     for rnd, url, status, http, version in FETCHES:
         rid = ROUNDS[rnd][0]
         i = position[rnd] = position.get(rnd, -1) + 1
         t = _ts(rnd, 600 + i * FETCH_STEP_S[rnd]) + dt.timedelta(microseconds=123456 * (i % 2))
         host = host_of(url)
+        reason = ("signal" if (rnd, url) in SIGNAL_FETCHES else "fill" if (rnd, url) in FILL_FETCHES
+                  else "due" if url in succeeded else "new")
         out["fetch_list"].append({
             "round_id": rid, "url": url, "host": host, "partition": 0 if host < B else 1,
-            "priority": 1.0 / (i + 1), "depth": url.count("/") - 3,
+            "priority": 1.0 / (i + 1), "depth": url.count("/") - 3, "reason": reason,
         })
+        if status in ("fetched", "not_modified"):  # a URL appears once per round
+            succeeded.add(url)
         warc = f"/crawl/warc/{rid}/part-0.warc.gz" if http else None
         out["fetches"].append({
             "round_id": rid, "url": url, "final_url": A + "/3" if status == "redirect" else url,
@@ -239,6 +316,7 @@ def rows_by_table() -> dict[str, list[dict]]:
             "change_history": [{"interval_d": 1.0, "changed": bool(rate and rate > 0.1)}]
             if fetched else None,
             "parse_failures": 0, "last_round": ROUNDS[last_ok[url]][0] if fetched else None,
+            **_signal_columns(url),
         })
         if rank is not None:
             out["scores"].append({"url": url, "pagerank": rank, "computed_at": _ts(2, 7200)})
@@ -259,6 +337,16 @@ def rows_by_table() -> dict[str, list[dict]]:
             "updated_at": _ts(2, 3600),
             **dict(zip(("component_root", "component_hosts", "scc_root", "scc_hosts"),
                        components[host], strict=True)),
+            **_host_trust(host),
+        })
+    for source, host, kind, http, fstatus, entries, error in SIGNAL_SOURCES:
+        answered = error is None
+        out["signal_sources"].append({
+            "source_url": source, "host": host, "kind": kind,
+            "etag": f'"{kind}-2"' if answered else None, "http_status": http,
+            "fetch_status": fstatus, "read_at": _ts(2) if answered else None,
+            "fetched_at": _ts(2, 30), "next_read_at": _ts(2, 86400), "entries": entries,
+            "dated_entries": entries, "error": error, "round_id": ROUNDS[2][0],
         })
     for rnd, (rid, day) in enumerate(ROUNDS):
         f = [x for x in FETCHES if x[0] == rnd]
@@ -270,6 +358,8 @@ def rows_by_table() -> dict[str, list[dict]]:
             "updatedb.new_urls": EXPECTED["new_vs_changed"][rid][3],
             "dedup.exact": sum(1 for d in DUPLICATES if d[0] == rnd and d[3] == "exact"),
             "dedup.near": sum(1 for d in DUPLICATES if d[0] == rnd and d[3] == "near"),
+            "signals.requests": SIGNAL_REQUESTS[rnd],
+            "generate.signal_first": sum(1 for r, _ in SIGNAL_FETCHES if r == rnd),
         }
         out["rounds"].append({
             "round_id": rid, "logical_date": day, "started_at": _ts(rnd, 60),

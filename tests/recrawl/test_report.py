@@ -156,6 +156,7 @@ def test_empty_crawl_home_gives_empty_answers_and_a_report(tmp_path):
         assert "<code>crawler " in html or "No duplicates found" in html \
             or "No host pushed back" in html, sid
     assert "No PageRank scores yet: run <code>crawler pagerank</code>" in page
+    assert "No change signals yet" in dict(sections)["signals"]
     assert "<code>crawler round --date DATE</code>" in page
 
 
@@ -242,7 +243,7 @@ def test_report_dom_has_every_chart_with_the_data(rendered):
     bars = parser.bars
     for chart in ("chart-rounds", "chart-fetch-status", "chart-throughput", "chart-changes",
                   "chart-duplicates", "chart-hosts", "chart-status-mix", "chart-backoffs",
-                  "chart-change-rate", "chart-freshness"):
+                  "chart-change-rate", "chart-freshness", "chart-fetch-reasons"):
         assert bars.get(chart), chart
 
     def value(chart, category, series):
@@ -265,6 +266,9 @@ def test_report_dom_has_every_chart_with_the_data(rendered):
         "http://a.sim.test:80", "http://b.sim.test:80", "http://errors.sim.test:80",
         "http://slow.sim.test:80", "http://xss.sim.test:80"]
     assert value("chart-duplicates", "20261102", "exact") == "1"
+    for rid, ((signal, *_), _) in EXPECTED["fetch_reasons"].items():
+        assert value("chart-fetch-reasons", rid, "signal") == str(signal)
+    assert 'id="table-signal-trust"' in rendered["dom"]
     # the estimates against the sample's true rates: one row per bucket, and the correlation
     truth = re.search(r'<table id="table-rate-vs-truth">(.*?)</table>', rendered["dom"], re.S)
     assert truth, "no estimated-vs-true table"

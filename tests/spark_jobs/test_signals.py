@@ -144,9 +144,11 @@ def test_revisits_check_each_hosts_signals(spark, crawl):
         if r["signal_precision"] is not None:
             tp, fp = r["signal_tp"], r["signal_fp"]
             assert r["signal_precision"] == pytest.approx((tp + 1) / (tp + fp + 2))
-    # simweb's Last-Modified moves with content: no host is caught disagreeing
+    # simweb's Last-Modified moves with every version; the SimHash rule calls a few per cent
+    # of versions trivial, so agreement is high but not perfect, and every host is believed
+    agree = sum(r["lm_agree"] or 0 for r in hosts.values())
+    assert agree > 0 and agree >= 4 * sum(r["lm_disagree"] or 0 for r in hosts.values())
     assert all(r["lm_trusted"] is not False for r in hosts.values())
-    assert sum(r["lm_agree"] or 0 for r in hosts.values()) > 0
 
 
 def test_every_request_was_polite_and_allowed(crawl):
