@@ -33,7 +33,15 @@ from recrawl.cluster import executor_id
 from recrawl.config import Config, ConfigError
 from recrawl.hostdb import record_fetch
 from recrawl.schemas import FETCHES, HOSTS, ROBOTS
-from recrawl.tables import InsertAll, UpdateAll, merge_into, read, replace_round, sql_str
+from recrawl.tables import (
+    InsertAll,
+    UpdateAll,
+    merge_into,
+    read,
+    replace_round,
+    sql_str,
+    table_exists,
+)
 
 
 def _json_default(value):
@@ -106,7 +114,7 @@ def fetch_partition(
         yield ("host", json.dumps(row, default=_json_default))
 
 
-def _fs_list(spark, directory: str) -> list[str]:
+def fs_list(spark, directory: str) -> list[str]:
     """Files directly under `directory` through Hadoop's FileSystem (local or s3a)."""
     jvm = spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(directory)
@@ -117,7 +125,7 @@ def _fs_list(spark, directory: str) -> list[str]:
             for s in fs.listStatus(path) if s.isFile()]
 
 
-def _fs_delete(spark, target: str) -> None:
+def fs_delete(spark, target: str) -> None:
     jvm = spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(target)
     path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)
@@ -132,7 +140,7 @@ def earlier_attempt(spark, cfg: Config, round_id: str) -> bool:
         staging = jvm.org.apache.hadoop.fs.Path(folder)
         if staging.getFileSystem(spark._jsc.hadoopConfiguration()).exists(staging):
             return True
-    if _fs_list(spark, cfg.warc_dir(round_id)):
+    if fs_list(spark, cfg.warc_dir(round_id)):
         return True
     return read(spark, cfg, "fetches").where(f"round_id = {sql_str(round_id)}").limit(1).count() > 0
 
@@ -154,8 +162,9 @@ def recent_fetch(spark, cfg: Config, now: dt.datetime) -> bool:
     if read(spark, cfg, "fetches").where(F.col("fetch_time") >= bound).limit(1).count() > 0:
         return True
     # the signals step's reads of sitemaps and feeds (spark_jobs.signals) are requests too
-    return (cfg.get("signals.enabled") and read(spark, cfg, "signal_sources")
-            .where(F.col("fetched_at") >= bound).limit(1).count() > 0)
+    if not cfg.get("signals.enabled") or not table_exists(spark, cfg.table_path("signal_sources")):
+        return False
+    return read(spark, cfg, "signal_sources").where(F.col("fetched_at") >= bound).limit(1).count() > 0
 
 
 def check_no_speculation(spark) -> None:
@@ -245,12 +254,12 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     referenced = {r[0] for r in published.select("warc_file").distinct().collect() if r[0]}
     referenced_names = {f.rsplit("/", 1)[-1] for f in referenced}
     removed = 0
-    for f in _fs_list(spark, warc_dir):
+    for f in fs_list(spark, warc_dir):
         if f.rsplit("/", 1)[-1] not in referenced_names:
-            _fs_delete(spark, f)
+            fs_delete(spark, f)
             removed += 1
-    _fs_delete(spark, staging)
-    _fs_delete(spark, started_root)
+    fs_delete(spark, staging)
+    fs_delete(spark, started_root)
     # The round's CDXJ index next to its WARCs (fetcher.cdxj), rebuilt on every run.
     _, cdxj_lines = write_index(warc_dir, sorted(referenced), Storage(s3))
     counts = {

@@ -50,7 +50,7 @@ from recrawl.schedules import (
     revisit_budget,
 )
 from recrawl.signal_trust import change_gain_sql
-from recrawl.tables import read, sql_str, ts_lit
+from recrawl.tables import read, sql_str, table_exists, ts_lit
 from spark_jobs.common import with_trust_oracle
 
 POLICY_CODES = {"fixed": 0, "adaptive": 1, "optimal": 2}
@@ -274,6 +274,8 @@ def with_host_signals(spark, cfg: Config, db):
 
     if not cfg.get("signals.enabled"):
         return db.withColumn("lm_ok", F.lit(False)).withColumn("signal_followed", F.lit(False))
+    if not table_exists(spark, cfg.table_path("hosts")):  # a crawldb alone: no verdicts yet
+        return db.withColumn("lm_ok", F.lit(True)).withColumn("signal_followed", F.lit(False))
     hosts = with_trust_oracle(spark, cfg, read(spark, cfg, "hosts").select(
         "host", F.coalesce("lm_trusted", F.lit(True)).alias("lm_ok"),
         F.coalesce("signal_trusted", F.lit(False)).alias("signal_trusted"),

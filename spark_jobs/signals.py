@@ -32,6 +32,7 @@ import json
 import uuid
 from collections.abc import Iterable, Iterator
 
+from fetcher.cdxj import INDEX_NAME, write_index
 from fetcher.storage import S3Options, Storage
 from recrawl.config import Config
 from recrawl.crawldb import set_signals
@@ -41,7 +42,14 @@ from recrawl.signal_trust import TrustRule
 from recrawl.tables import Insert, Update, merge_into, naive_utc, read, sql_str, ts_lit
 from recrawl.urlnorm import host_key, try_normalize
 from spark_jobs.common import norm_rules
-from spark_jobs.fetch import check_no_speculation, fetch_partition, publish_politeness, recent_fetch
+from spark_jobs.fetch import (
+    check_no_speculation,
+    fetch_partition,
+    fs_delete,
+    fs_list,
+    publish_politeness,
+    recent_fetch,
+)
 from spark_jobs.parse import UnchangedPayload, read_payload
 
 FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/rdf+xml",
@@ -242,7 +250,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     if answered:
         record_signal_reads(spark, cfg, spark.createDataFrame(
             sorted(answered.items()), "host string, signals_read_at timestamp"))
-    _drop(spark, staging)
+    _index_captures(spark, warc_dir, records["fetch"], s3)
+    fs_delete(spark, staging)
     staged.unpersist()
     statuses: dict[str, int] = {}
     for f in records["fetch"]:
@@ -281,7 +290,15 @@ def _add_sources(spark, cfg: Config) -> None:
                    portable=True)
 
 
-def _drop(spark, target: str) -> None:
-    jvm = spark._jvm
-    path = jvm.org.apache.hadoop.fs.Path(target)
-    path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)
+def _index_captures(spark, warc_dir: str, fetch_rows: list[dict], s3) -> None:
+    """The reads' captures stay in warc/<round>/signals/ with their own CDXJ index (replay
+    finds them); files of an earlier, unfinished attempt that no read of this run wrote are
+    removed (a finished run reads nothing when re-run, so it never gets here)."""
+    written = sorted({f["warc_file"] for f in fetch_rows if f.get("warc_file")})
+    names = {f.rsplit("/", 1)[-1] for f in written}
+    for f in fs_list(spark, warc_dir):
+        name = f.rsplit("/", 1)[-1]
+        if name != INDEX_NAME and name not in names:
+            fs_delete(spark, f)
+    if written:
+        write_index(warc_dir, written, Storage(s3))

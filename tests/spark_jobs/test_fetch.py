@@ -11,7 +11,7 @@ import datetime as dt
 
 import pytest
 
-from recrawl.schemas import FETCHES
+from recrawl.schemas import FETCHES, SIGNAL_SOURCES
 from spark_jobs.fetch import recent_fetch, recent_fetch_window_s
 
 pytestmark = pytest.mark.spark
@@ -28,3 +28,14 @@ def test_a_fetch_within_the_longest_delay_makes_the_next_one_resume(spark, cfg):
     assert recent_fetch(spark, cfg, at + dt.timedelta(seconds=1))
     assert recent_fetch(spark, cfg, at + dt.timedelta(seconds=window - 1))
     assert not recent_fetch(spark, cfg, at + dt.timedelta(seconds=window + 1))
+    # the signals step's reads of sitemaps and feeds are requests too
+    read_at = last + dt.timedelta(hours=1)
+    source = {f.name: None for f in SIGNAL_SOURCES.fields}
+    source.update(source_url="http://a.sim.test/sitemap.xml", host="http://a.sim.test:80",
+                  kind="sitemap", fetched_at=read_at)
+    spark.createDataFrame([source], SIGNAL_SOURCES).write.format("delta").save(
+        cfg.table_path("signal_sources"))
+    assert recent_fetch(spark, cfg, read_at + dt.timedelta(seconds=window - 1))
+    assert not recent_fetch(spark, cfg, read_at + dt.timedelta(seconds=window + 1))
+    assert not recent_fetch(spark, cfg.with_overrides({"signals.enabled": False}),
+                            read_at + dt.timedelta(seconds=1))

@@ -168,10 +168,17 @@ def test_warc_files_referenced_exist_and_validate(spark, crawl):
     import pathlib
 
     on_disk = {str(p) for p in pathlib.Path(cfg.home, "warc").rglob("*") if p.is_file()}
+    # the signals step's reads of sitemaps and feeds: warc/<round>/signals/, their own index
+    signals = {p for p in on_disk if "/signals/" in p}
+    on_disk -= signals
     # no orphans, no .open leftovers; beside the WARCs only each round's CDXJ index
     assert files == {p for p in on_disk if not p.endswith("/index.cdxj")}
     assert {p for p in on_disk if p.endswith("/index.cdxj")} == {
         str(pathlib.Path(cfg.home, "warc", rid, "index.cdxj")) for rid, _, _ in crawl["rounds"]}
+    assert signals  # rounds after the first read each site's sitemap
+    for p in signals - {p for p in signals if p.endswith("/index.cdxj")}:
+        index = pathlib.Path(p).with_name("index.cdxj").read_text()
+        assert pathlib.Path(p).name in index, p
 
 
 def test_rounds_table_records_every_step(spark, crawl):
@@ -196,7 +203,7 @@ def test_round_check_answers_from_the_rounds_table_without_a_jvm(crawl, tmp_path
     later = (parse_date(START) + dt.timedelta(days=ROUNDS)).strftime("%Y-%m-%d")
     missing = check(crawl["cfg"].home, later)  # a day never crawled
     assert missing.returncode == 3, missing.stdout + missing.stderr
-    assert "next step generate (done: none)" in missing.stdout
+    assert "next step signals (done: none)" in missing.stdout
     empty = check(tmp_path / "nothing-here", START)  # no crawl home yet
     assert empty.returncode == 3, empty.stdout + empty.stderr
     assert not (tmp_path / "nothing-here").exists()  # a check writes nothing
@@ -237,7 +244,7 @@ def test_rerunning_fetch_keeps_one_row_per_url_and_no_orphans(spark, crawl):
     assert fetched == generated
     referenced = {r["warc_file"] for r in _rows(spark, cfg, "fetches", "warc_file IS NOT NULL")}
     on_disk = {str(p) for p in pathlib.Path(cfg.home, "warc").rglob("*")
-               if p.is_file() and p.name != "index.cdxj"}
+               if p.is_file() and p.name != "index.cdxj" and p.parent.name != "signals"}
     assert referenced == on_disk
 
 
