@@ -19,7 +19,12 @@ P(changed) for every policy (generate.fill_budget), with the probability floor a
 
 Policies: fixed and adaptive (Nutch), optimal (the change-rate policy, rates estimated from
 change histories) and oracle (the optimal policy given simweb's true rates through the
-benchmarks-only key schedule.oracle_rates).
+benchmarks-only key schedule.oracle_rates) run without the signals step; signals (optimal with
+the change signals: sitemap dates, feeds, Last-Modified, trusted per host as learned) and
+trust-oracle (the same, told which hosts' signals are honest: signals.trust_oracle) with it.
+`--web` picks the sites' signal behaviours (simweb.signals: accurate, none, mixed, lying, lag)
+and `--feeds` the share with a feed. simweb's clock runs on the crawl's logical dates (its day
+for logical date D is D - simweb's EPOCH), so pages have ~300 days of history on day 0.
 
 Measured over the pages robots.txt lets us fetch ("pages" below; unheld pages count as stale),
 per simulated day [d, d+1) after round d, exactly from simweb's change times:
@@ -30,8 +35,11 @@ per simulated day [d, d+1) after round d, exactly from simweb's change times:
   cover    - share of pages held (fetched at least once)
   fetch/d  - requests the round made (fetches rows other than robots_denied / skipped_budget)
   unchg    - share of those requests that revisited a page unchanged since the held copy
+  unchg/d  - those requests a day
+  sig/d    - sitemap / feed reads of the signals step a day (in the budget too)
   spearman - rank correlation of crawldb.change_rate with the true rate, over held pages, at
-             the end (the oracle's stored rates are the truth it was given)
+             the end (the oracle's stored rates are the truth it was given); rho@14 after
+             14 days
 Averages are over days >= warmup (default: a third of the days).
 At the end, per true-rate class of simweb's mix: the held pages' median true rate, median
 estimate (crawldb.change_rate) and median revisit interval chosen (crawldb.fetch_interval_s).
