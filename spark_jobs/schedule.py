@@ -183,13 +183,16 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         )
         # A bucket is represented by its pages' mean rate and weight (not the geometric
         # centre): exact for a bucket of one rate, and within the 1.33 factor otherwise.
-        if hist:
+        if hist and budget > 0:
             alloc = policy.solve(
                 [r["rate"] for r in hist], [r["w"] for r in hist], [r["n"] for r in hist], budget
             )
             ctx = ScheduleContext(mu=alloc.mu)
             counts["planned_fetches_per_day"] = int(round(alloc.used_budget))
-        else:  # only duplicates fetched: nothing shares the budget, they are not refetched
+        else:
+            # only duplicates fetched (nothing shares the budget, they are not refetched), or
+            # the pages followed by their signals take the whole budget: the rest wait the
+            # maximum interval
             ctx = ScheduleContext(mu=math.inf)
         counts.update(
             population=int(sum(r["n"] for r in hist)),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import pytest
 
@@ -196,3 +197,30 @@ def test_oracle_rates_replace_the_estimate(spark, cfg, tmp_path):
     assert new["change_rate"] == pytest.approx(estimate_from_history(None, GammaPrior(0.1, 2.0)))
     assert after["http://a.test/slow"]["fetch_interval_s"] < after["http://a.test/fast"][
         "fetch_interval_s"]
+
+
+def test_pages_followed_by_trusted_signals_leave_the_allocation(spark, cfg, tmp_path):
+    """A host whose signals are trusted for recall (here by the benchmarks' trust oracle) lists
+    the fast page with a date: its signal decides, it gets the deferral cap as its interval,
+    and its expected fetches come off the budget; when they take all of it the other pages
+    wait the longest interval instead of failing the step."""
+    from recrawl.schemas import HOSTS, TABLES
+    from recrawl.tables import create_table
+
+    oracle = tmp_path / "trust.json"
+    oracle.write_text(json.dumps({"http://a.test": True}))
+    cfg = cfg.with_overrides({"schedule.policy": "optimal", "schedule.daily_budget": 1,
+                              "signals.trust_oracle": str(oracle)})
+    rows = [dict(r) for r in ROWS]
+    for r in rows[:2]:  # listed with a date, ~2 changes a day: 0.86 chases a day each
+        r.update(signal_time=EARLIER, change_rate=2.0)
+    _crawldb(spark, cfg, rows)
+    create_table(spark, cfg, TABLES["hosts"])
+    spark.createDataFrame([{"host": "http://a.test", "trap": False}], HOSTS).write.format(
+        "delta").mode("append").save(cfg.table_path("hosts"))
+    counts = _schedule(spark, cfg)
+    after = _rows(spark, cfg)
+    assert counts["signal_followed"] == 2 and counts["budget_per_day"] == 0
+    for url in ("http://a.test/fast", "http://a.test/slow"):  # signals.defer_max_days
+        assert after[url]["fetch_interval_s"] == 14 * DAY
+    assert after["http://a.test/new"]["fetch_interval_s"] == 30 * DAY
