@@ -20,6 +20,7 @@ from fetcher.http import HostConnection
 from fetcher.robots import RobotsRules, from_cache
 from fetcher.settings import FetchSettings
 from fetcher.urls import split_host_key
+from recrawl.politeness import host_delay
 
 
 @dataclass
@@ -85,9 +86,9 @@ class Hosts:
     def set_robots(self, h: Host, rules: RobotsRules) -> None:
         """Adopt ``rules``; a Crawl-delay above ``max_crawl_delay_s`` defers the host."""
         h.robots = rules
-        delay = rules.crawl_delay
-        if delay is not None and delay > self.settings.max_crawl_delay_s:
-            h.deferred = f"crawl-delay {delay:g} exceeds max"
+        s = self.settings
+        if host_delay(rules.crawl_delay, s.min_delay_s, s.max_crawl_delay_s) is None:
+            h.deferred = f"crawl-delay {rules.crawl_delay:g} exceeds max"
 
     def resolve(self, h: Host) -> bool:
         """Resolve and SSRF-check ``h`` once; on failure every URL of it gets the failure."""

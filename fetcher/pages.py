@@ -66,7 +66,7 @@ class PageFetch:
             h.errors += 1
 
         if verdict.fetch_status == m.REDIRECT:
-            follow = next_hop(task, ex, s.max_redirects)
+            follow = next_hop(task, ex, s.max_redirects, s.norm_rules)
             if follow is not None:
                 write_exchange(self.writer, ex, m.REDIRECT, chain=task.chain)
                 slot.front.append(follow)
@@ -91,7 +91,7 @@ class PageFetch:
 
         row: dict[str, Any] = {}
         if status == m.REDIRECT:
-            row = redirect_row_values(task, ex)
+            row = redirect_row_values(task, ex, s.norm_rules)
         if ex.status is not None:
             row.update(write_exchange(self.writer, ex, status, chain=task.chain, item=item,
                                       error=row.get("error", error)))

@@ -17,15 +17,18 @@ from typing import Any
 from fetcher.http import Exchange
 from fetcher.tasks import Task
 from fetcher.urls import BadURL, host_key, normalize
+from recrawl.urlnorm import DEFAULT_RULES, NormalizeRules
 
 
-def next_hop(task: Task, ex: Exchange, max_redirects: int) -> Task | None:
-    """The next same-host hop to follow, or None if the redirect ends the chain here."""
+def next_hop(task: Task, ex: Exchange, max_redirects: int,
+             rules: NormalizeRules = DEFAULT_RULES) -> Task | None:
+    """The next same-host hop to follow, or None if the redirect ends the chain here; the
+    target normalized with the crawl's `rules`."""
     location = ex.header("Location")
     if not location:
         return None
     try:
-        target = normalize(location, task.url)
+        target = normalize(location, task.url, rules)
         target_host = host_key(target)
     except BadURL:
         return None
@@ -39,7 +42,8 @@ def next_hop(task: Task, ex: Exchange, max_redirects: int) -> Task | None:
                 duration_ms=task.duration_ms)
 
 
-def redirect_row_values(task: Task, ex: Exchange) -> dict[str, Any]:
+def redirect_row_values(task: Task, ex: Exchange,
+                        rules: NormalizeRules = DEFAULT_RULES) -> dict[str, Any]:
     """``final_url``, ``redirect_chain`` and why not followed, for a redirect ``next_hop``
     refused (no error: a cross-host target, left to the crawldb)."""
     location = ex.header("Location")
@@ -50,7 +54,7 @@ def redirect_row_values(task: Task, ex: Exchange) -> dict[str, Any]:
         values["final_url"] = task.url
         return values
     try:
-        target = normalize(location, task.url)
+        target = normalize(location, task.url, rules)
         target_host = host_key(target)
     except BadURL as exc:
         values["error"] = f"bad location: {exc}"[:300]

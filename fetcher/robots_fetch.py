@@ -75,7 +75,7 @@ class RobotsFetch:
             target = None
             if location and task.hops < ROBOTS_MAX_REDIRECTS:
                 try:
-                    target = normalize(location, task.url)
+                    target = normalize(location, task.url, self.settings.norm_rules)
                 except BadURL:
                     target = None
             if target is not None:

@@ -59,6 +59,7 @@ from fetcher.settings import FetchSettings
 from fetcher.storage import Storage
 from fetcher.tasks import Slot, Task
 from fetcher.urls import BadURL, host_key
+from recrawl.politeness import host_delay
 
 log = logging.getLogger(__name__)
 
@@ -258,12 +259,16 @@ class Fetcher:
             self._cond.notify_all()
 
     def _delay(self, queue_key: str, host: str | None) -> float:
-        """Delay after a request: max(min_delay, Crawl-delay); per-IP queues keep the max."""
-        d = self.settings.min_delay_s
+        """Delay after a request (recrawl.politeness.host_delay); per-IP queues keep the max.
+        A host whose Crawl-delay exceeds the cap is deferred before any page request: its
+        robots.txt request alone is followed by the longest delay allowed."""
+        s = self.settings
+        d = s.min_delay_s
         if host is not None:
             rules = self._hosts[host].robots
-            if rules is not None and rules.crawl_delay is not None:
-                d = max(d, min(rules.crawl_delay, self.settings.max_crawl_delay_s))
+            if rules is not None:
+                d = host_delay(rules.crawl_delay, s.min_delay_s, s.max_crawl_delay_s)
+                d = max(s.min_delay_s, s.max_crawl_delay_s) if d is None else d
         d = max(d, self._queue_delay.get(queue_key, 0.0))
         self._queue_delay[queue_key] = d
         return d

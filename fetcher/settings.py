@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from recrawl.urlnorm import DEFAULT_RULES, NormalizeRules
+
 DEFAULT_USER_AGENT = "recrawlbot/0.1 (+https://example.invalid/recrawlbot; crawler@example.invalid)"
 
 
@@ -72,6 +74,10 @@ class FetchSettings:
     warc_max_bytes: int = 1_000_000_000
     #: gzip level of each WARC record; 1 chosen by measurement (numbers in ``fetcher.warc``).
     warc_gzip_level: int = 1
+    #: URL normalization of redirect targets: the crawl's ``[urlnorm]`` rules, so that a
+    #: target is the URL inject, parse and updatedb would make of it (not a config key here;
+    #: the Spark job passes ``spark_jobs.common.norm_rules(cfg)``).
+    norm_rules: NormalizeRules = DEFAULT_RULES
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> FetchSettings:
@@ -81,7 +87,10 @@ class FetchSettings:
         for key, value in values.items():
             if key not in known:
                 continue
-            if key == "static_hosts":
+            if key == "norm_rules" and isinstance(value, Mapping):
+                value = NormalizeRules(**{k: tuple(v) if isinstance(v, list) else v
+                                          for k, v in value.items()})
+            elif key == "static_hosts":
                 value = dict(value)
             elif isinstance(value, list):
                 value = tuple(value)

@@ -1,16 +1,15 @@
-"""URL helpers: the project's normalizer and host key when importable, a minimal fallback if not.
+"""URL helpers over the project's normalizer and host key (``recrawl.urlnorm``).
 
 The fetcher must agree with the crawldb on what a redirect target's URL and host are, so it
-uses ``recrawl.urlnorm`` whenever that package is installed (it always is in the project); the
-fallback keeps this package usable on its own (lowercase scheme and host, default port
-dropped, fragment dropped, dot segments resolved).
+normalizes with the crawl's own rules (``FetchSettings.norm_rules``, from ``[urlnorm]``).
 """
 
 from __future__ import annotations
 
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
-from fetcher.robots import remove_dot_segments
+from recrawl.urlnorm import DEFAULT_RULES, InvalidURL, NormalizeRules, normalize_url
+from recrawl.urlnorm import host_key as recrawl_host_key
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -19,55 +18,22 @@ class BadURL(ValueError):
     """Not an http(s) URL with a host."""
 
 
-def _split(url: str):
-    """(parts, lower-case scheme, host as written in a URL) of an http(s) URL, else BadURL."""
-    parts = urlsplit(url.strip())
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        raise BadURL(f"unsupported URL {url[:200]!r}")
-    host = parts.hostname.lower().rstrip(".")
-    return parts, scheme, f"[{host}]" if ":" in host else host
-
-
-def _fallback_normalize(url: str, base: str | None = None) -> str:
-    if base:
-        url = urljoin(base, url)
-    parts, scheme, host = _split(url)
-    port = parts.port
-    netloc = host if port in (None, _DEFAULT_PORTS[scheme]) else f"{host}:{port}"
-    path = remove_dot_segments(parts.path or "/")
-    return f"{scheme}://{netloc}{path}" + (f"?{parts.query}" if parts.query else "")
-
-
-def _fallback_host_key(url: str) -> str:
-    parts, scheme, host = _split(url)
-    return f"{scheme}://{host}:{parts.port or _DEFAULT_PORTS[scheme]}"
-
-
-try:  # pragma: no cover - which branch runs depends on the installation
-    from recrawl.urlnorm import InvalidURL
-    from recrawl.urlnorm import host_key as _host_key
-    from recrawl.urlnorm import normalize_url as _normalize
-
-    _ERRORS: tuple[type[Exception], ...] = (InvalidURL, BadURL, ValueError)
-except ImportError:  # pragma: no cover
-    _host_key = _fallback_host_key
-    _normalize = _fallback_normalize
-    _ERRORS = (BadURL, ValueError)
+_ERRORS: tuple[type[Exception], ...] = (InvalidURL, BadURL, ValueError)
 
 
 def host_key(url: str) -> str:
     """``scheme://host:port`` of ``url`` (port always explicit). Raises :class:`BadURL`."""
     try:
-        return _host_key(url)
+        return recrawl_host_key(url)
     except _ERRORS as exc:
         raise BadURL(str(exc)) from None
 
 
-def normalize(url: str, base: str | None = None) -> str:
-    """Normalized absolute URL of ``url`` relative to ``base``. Raises :class:`BadURL`."""
+def normalize(url: str, base: str | None = None, rules: NormalizeRules = DEFAULT_RULES) -> str:
+    """Normalized absolute URL of ``url`` relative to ``base`` with the crawl's ``rules``
+    (``[urlnorm]``, as inject, parse and updatedb apply them). Raises :class:`BadURL`."""
     try:
-        return _normalize(url, base)
+        return normalize_url(url, base, rules)
     except _ERRORS as exc:
         raise BadURL(str(exc)) from None
 

@@ -25,13 +25,14 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from recrawl.config import local_path
+from recrawl.config import default, local_path
 from recrawl.crawldb_rules import (
     FETCH_STATUSES,  # noqa: F401 (notebooks use an.FETCH_STATUSES)
     SUCCESS,
     ChangeColumns,
     meaningful_change_sql,
 )
+from recrawl.politeness import SECONDS_PER_DAY, host_delay_sql
 
 # Change-rate buckets (changes per day): ~monthly, weekly, every few days, daily, hourly-ish.
 CHANGE_RATE_EDGES = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
@@ -217,16 +218,19 @@ def throughput_per_round(con) -> list[dict]:
         ORDER BY o.logical_date, t.round_id""")
 
 
-def new_vs_changed_per_round(con, trivial_distance: int = 3) -> list[dict]:
+def new_vs_changed_per_round(con, trivial_distance: int | None = None) -> list[dict]:
     """Per round: pages seen for the first time, changed, and unchanged since their last fetch.
 
     Rebuilt from the per-round history in `fetches` and `pages` with the updatedb rule (a 304 or
     the same payload is no change; so is a SimHash distance up to `trivial_distance`, the
-    `schedule.trivial_change_distance` key). `discovered` counts URLs that entered crawldb on
-    the round's logical date (seeds and new outlinks).
+    `schedule.trivial_change_distance` key: pass the crawl's, else defaults.toml's).
+    `discovered` counts URLs that entered crawldb on the round's logical date (seeds and new
+    outlinks).
     """
     if not has_tables(con, "fetches", "pages", "rounds", "crawldb"):
         return []
+    if trivial_distance is None:
+        trivial_distance = int(default("schedule.trivial_change_distance"))
     return rows(con, f"""
         WITH {_ROUND_ORDER},
         ok AS (
@@ -744,24 +748,31 @@ def host_link_matrix(con, top: int = 12) -> tuple[list[str], list[list[int]]]:
     return hosts, matrix
 
 
-def politeness_capacity(con, min_delay_s: float = 1.0, max_crawl_delay_s: float = 30.0) -> list[dict]:
-    """Per host, the most pages a day politeness allows: 86400 / max(Crawl-delay, min delay).
+def politeness_capacity(con, min_delay_s: float | None = None,
+                        max_crawl_delay_s: float | None = None) -> list[dict]:
+    """Per host, the most pages a day politeness allows: 86400 / the host's delay
+    (recrawl.politeness.host_delay: max(Crawl-delay, min delay)).
 
-    Hosts whose Crawl-delay exceeds `max_crawl_delay_s` are deferred by the fetcher (0 a day).
-    The sum over hosts bounds what any cluster can fetch per day (docs/operators.md).
+    Hosts whose Crawl-delay exceeds `max_crawl_delay_s` are deferred by the fetcher (delay
+    NULL, 0 a day). The sum over hosts bounds what any cluster can fetch per day
+    (docs/operators.md). Pass the crawl's `fetcher.*` settings; the defaults are
+    recrawl/defaults.toml's.
     """
     if not has_tables(con, "crawldb"):
         return []
     robots = ("LEFT JOIN robots r USING (host)" if has_tables(con, "robots") else
               "LEFT JOIN (SELECT NULL::VARCHAR AS host, NULL::DOUBLE AS crawl_delay) r USING (host)")
+    delay = host_delay_sql(
+        "any_value(r.crawl_delay)",
+        default("fetcher.min_delay_s") if min_delay_s is None else min_delay_s,
+        default("fetcher.max_crawl_delay_s") if max_crawl_delay_s is None else max_crawl_delay_s)
     return rows(con, f"""
-        SELECT host, count(*) AS urls, any_value(r.crawl_delay) AS crawl_delay,
-               greatest(coalesce(any_value(r.crawl_delay), 0), ?) AS delay_s,
-               CAST(CASE WHEN coalesce(any_value(r.crawl_delay), 0) > ? THEN 0
-                    ELSE floor(86400 / greatest(coalesce(any_value(r.crawl_delay), 0), ?)) END
-                 AS BIGINT) AS max_pages_per_day
-        FROM crawldb {robots} GROUP BY host ORDER BY urls DESC, host""",
-        [float(min_delay_s), float(max_crawl_delay_s), float(min_delay_s)])
+        SELECT host, urls, crawl_delay, delay_s,
+               CAST(coalesce(floor({SECONDS_PER_DAY} / delay_s), 0) AS BIGINT) AS max_pages_per_day
+        FROM (SELECT host, count(*) AS urls, any_value(r.crawl_delay) AS crawl_delay,
+                     {delay} AS delay_s
+              FROM crawldb {robots} GROUP BY host)
+        ORDER BY urls DESC, host""")
 
 
 def as_frame(records: list[dict]):

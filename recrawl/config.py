@@ -46,6 +46,16 @@ def _defaults() -> dict[str, dict[str, Any]]:
     return tomllib.loads(text)
 
 
+def default(key: str) -> Any:
+    """defaults.toml's value of `section.key`: for callers without a crawl's configuration
+    (an analyst's function called bare), so that no module repeats a default."""
+    section, _, name = key.partition(".")
+    try:
+        return _defaults()[section][name]
+    except KeyError:
+        raise ConfigError(f"unknown setting {key!r}") from None
+
+
 def _coerce(section: str, key: str, default: Any, value: Any, origin: str) -> Any:
     """Check `value` against the default's type; ints are accepted where floats are."""
     name = f"{section}.{key}"

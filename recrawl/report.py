@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from recrawl import analytics, charts, fastsql
-from recrawl.config import Config
+from recrawl.config import Config, default
 from recrawl.crawldb_rules import FETCH_STATUSES
 
 
@@ -257,20 +257,26 @@ _NO_SCORES = ("No PageRank scores yet: run <code>crawler pagerank</code> after a
 
 
 def build_report(con, *, title: str = "Crawl report", home: str = "", top: int = 15,
-                 now: dt.datetime | None = None, min_delay_s: float = 1.0,
-                 max_crawl_delay_s: float = 30.0, reference_rates: str | None = None,
-                 future_tolerance_days: float = 1.0) -> str:
+                 now: dt.datetime | None = None, min_delay_s: float | None = None,
+                 max_crawl_delay_s: float | None = None, reference_rates: str | None = None,
+                 future_tolerance_days: float | None = None,
+                 trivial_change_distance: int | None = None) -> str:
     """The report's HTML from a fast-path connection (see recrawl.fastsql.connect);
+    the crawl's settings (`fetcher.min_delay_s`, `fetcher.max_crawl_delay_s`,
+    `signals.future_tolerance_days`, `schedule.trivial_change_distance`; None: defaults.toml's)
+    so that the report judges as the crawl did;
     `reference_rates`: a file of known true change rates (analytics.REFERENCE_RATES), whose
     comparison with the estimates the change-rate section then shows;
     `future_tolerance_days`: signals.future_tolerance_days (a later date is no signal)."""
     now = now or dt.datetime.now(dt.UTC)
+    if future_tolerance_days is None:
+        future_tolerance_days = float(default("signals.future_tolerance_days"))
     a = analytics
     summ = a.summary(con)
     rounds = a.rounds_overview(con)
     status_rows = a.fetch_status_per_round(con)
     thr = a.throughput_per_round(con)
-    nvc = a.new_vs_changed_per_round(con)
+    nvc = a.new_vs_changed_per_round(con, trivial_change_distance)
     dups = a.duplicates_per_round(con)
     clusters = a.top_duplicate_clusters(con, top=min(top, 10))
     hosts = a.top_hosts(con, top=top)
@@ -503,6 +509,7 @@ def write_report(cfg: Config, out: str | Path, top: int = 15, now: dt.datetime |
             max_crawl_delay_s=cfg.get("fetcher.max_crawl_delay_s"),
             reference_rates=analytics.reference_rates_file(cfg.home),
             future_tolerance_days=cfg.get("signals.future_tolerance_days"),
+            trivial_change_distance=cfg.get("schedule.trivial_change_distance"),
         )
     finally:
         con.close()

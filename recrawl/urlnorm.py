@@ -481,3 +481,14 @@ def registered_domain(host: str) -> str:
         return host
     labels = host.split(".")
     return ".".join(labels[-2:]) if len(labels) >= 2 else host
+
+
+def host_key_or_none(url: str | None) -> str | None:
+    """`host_key`, or None for a URL that has none: the one rule every Spark job applies to
+    URLs it did not normalize itself (a bad URL in a column must not fail a partition)."""
+    if not url:
+        return None
+    try:
+        return host_key(url)
+    except Exception:  # a normalizer bug must not fail a whole Spark partition
+        return None

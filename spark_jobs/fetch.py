@@ -42,6 +42,7 @@ from recrawl.tables import (
     sql_str,
     table_exists,
 )
+from spark_jobs.common import norm_rules
 
 
 def _json_default(value):
@@ -203,6 +204,15 @@ def publish_politeness(spark, cfg: Config, staged) -> None:
         record_fetch(spark, cfg, hosts_rows)
 
 
+def fetch_settings_map(cfg: Config) -> dict:
+    """The fetcher's settings for a task (FetchSettings.from_mapping): `[fetcher]`, and the
+    crawl's `[urlnorm]` rules for redirect targets."""
+    settings_map = dict(cfg.section("fetcher"))
+    settings_map["static_hosts"] = dict(settings_map["static_hosts"])
+    settings_map["norm_rules"] = norm_rules(cfg)
+    return settings_map
+
+
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
     from pyspark.sql import functions as F  # lazy: pyspark
 
@@ -223,8 +233,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     nonce = uuid.uuid4().hex[:8]
     started_root = f"{cfg.home}/staging/fetch-started/{round_id}"
     started_dir = f"{started_root}/{nonce}"
-    settings_map = dict(cfg.section("fetcher"))
-    settings_map["static_hosts"] = dict(settings_map["static_hosts"])
+    settings_map = fetch_settings_map(cfg)
     resume = earlier_attempt(spark, cfg, round_id) or recent_fetch(spark, cfg, dt.datetime.now(dt.UTC))
     # WARCs on s3a:// are written by Python (s3fs) with the same endpoint settings as Spark's.
     s3 = S3Options.from_spark_conf(cfg.get("spark.extra"))

@@ -18,7 +18,7 @@ from recrawl.crawldb import set_scores
 from recrawl.graph import pagerank, strongly_connected_components, weakly_connected_components
 from recrawl.hostdb import set_ranks
 from recrawl.tables import overwrite, read
-from recrawl.urlnorm import host_key
+from recrawl.urlnorm import host_key_or_none
 
 
 def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
@@ -109,7 +109,7 @@ def host_graph(ids, edges, known=None):
     """
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    host_udf = F.udf(lambda u: _safe(host_key, u), "string")
+    host_udf = F.udf(lambda u: host_key_or_none(u), "string")  # noqa: PLW0108 - no hint inference
     if known is None:
         vhost = ids.select("id", host_udf("url").alias("host"))
     else:
@@ -174,10 +174,3 @@ def host_ranks(spark, host_edges, p):
                    max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]),
                    in_driver_max_edges=int(p["in_driver_max_edges"]))
     return res.ranks.join(hids, "id").select("host", F.col("pagerank").alias("host_rank"))
-
-
-def _safe(fn, url):
-    try:
-        return fn(url)
-    except Exception:
-        return None

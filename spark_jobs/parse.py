@@ -19,7 +19,7 @@ from recrawl.config import Config
 from recrawl.linkfilter import filter_reason
 from recrawl.parsing import parse_html
 from recrawl.sitemaps import is_sitemap, sitemap_locs
-from recrawl.urlnorm import host_key, try_normalize
+from recrawl.urlnorm import host_key_or_none, try_normalize
 from spark_jobs import captures
 from spark_jobs.common import filter_rules, norm_rules
 
@@ -154,7 +154,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     parsed = spark.createDataFrame(rdd, out_schema).cache()
     replace_round(parsed.drop("links"), cfg, "pages", round_id)
 
-    host_udf = F.udf(lambda u: _safe_host(host_key, u), "string")
+    host_udf = F.udf(lambda u: host_key_or_none(u), "string")  # noqa: PLW0108 - no hint inference
     links = (
         parsed.where("parse_error IS NULL OR size(links) > 0")
         .select(F.col("url").alias("src_url"), F.explode("links").alias("l"))
@@ -181,13 +181,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "outlinks": link_count,
         "captures": n_captures,
     }
-
-
-def _safe_host(fn, url):
-    try:
-        return fn(url)
-    except Exception:
-        return None
 
 
 def write_latest_outlinks(spark, cfg: Config, round_id: str, parsed_urls, links) -> None:

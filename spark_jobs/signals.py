@@ -40,11 +40,12 @@ from recrawl.hostdb import record_signal_reads
 from recrawl.schemas import SIGNAL_SOURCES
 from recrawl.signal_trust import TrustRule
 from recrawl.tables import Insert, Update, merge_into, naive_utc, read, sql_str, ts_lit
-from recrawl.urlnorm import host_key, try_normalize
+from recrawl.urlnorm import host_key_or_none, try_normalize
 from spark_jobs.common import norm_rules
 from spark_jobs.fetch import (
     check_no_speculation,
     fetch_partition,
+    fetch_settings_map,
     fs_delete,
     fs_list,
     publish_politeness,
@@ -97,7 +98,7 @@ def read_sources(rows: Iterable, settings_map: dict, warc_dir: str, prefix: str,
             yield "error", json.dumps({"url": row["url"], "error": f"{type(exc).__name__}: {exc}"})
             continue
         base = row.get("final_url") or row["url"]
-        source_host = hosts.setdefault(row["url"], _host(host_key, row["url"]))
+        source_host = hosts.setdefault(row["url"], host_key_or_none(row["url"]))
         try:
             entries, children = entries_of(body, ctype or row.get("content_type"), base,
                                            opts["max_entries"])
@@ -106,13 +107,13 @@ def read_sources(rows: Iterable, settings_map: dict, warc_dir: str, prefix: str,
             continue
         for loc in children:
             url, _ = try_normalize(loc, rules=opts["norm_rules"])
-            if url and _host(host_key, url) == source_host:
+            if url and host_key_or_none(url) == source_host:
                 yield "child", json.dumps({"source_url": url, "host": source_host,
                                            "parent": row["url"]})
         kind_name = opts["kinds"].get(row["url"], "sitemap")
         for loc, when, precision in entries:
             url, _ = try_normalize(loc, rules=opts["norm_rules"])
-            if not url or _host(host_key, url) != source_host:
+            if not url or host_key_or_none(url) != source_host:
                 continue  # a source speaks for its own host only
             yield "entry", json.dumps({
                 "url": url, "host": source_host, "kind": kind_name, "source": row["url"],
@@ -120,13 +121,6 @@ def read_sources(rows: Iterable, settings_map: dict, warc_dir: str, prefix: str,
                 when.astimezone(dt.UTC).replace(tzinfo=None).isoformat(),
                 "signal_precision_s": precision or None,
             })
-
-
-def _host(host_key, url: str) -> str | None:
-    try:
-        return host_key(url)
-    except Exception:
-        return None
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
@@ -169,8 +163,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             "robots_crawl_delay": rb.get("crawl_delay"), "robots_sitemaps": rb.get("sitemaps"),
             "robots_rules": rb.get("rules"), "robots_expires_at": rb.get("expires_at"),
         })
-    settings_map = dict(cfg.section("fetcher"))
-    settings_map["static_hosts"] = dict(settings_map["static_hosts"])
+    settings_map = fetch_settings_map(cfg)
     settings_map["allowed_content_types"] = [
         *settings_map["allowed_content_types"], *[t for t in FEED_TYPES
                                                   if t not in settings_map["allowed_content_types"]]]
@@ -271,7 +264,7 @@ def _add_sources(spark, cfg: Config) -> None:
     def norm(u):
 
         url, _ = try_normalize(u, rules=rules) if u else (None, None)
-        return (url, _host(host_key, url)) if url else (None, None)
+        return (url, host_key_or_none(url)) if url else (None, None)
 
     norm_udf = F.udf(norm, "struct<url:string,host:string>")
     sitemaps = (read(spark, cfg, "robots").select(F.explode("sitemaps").alias("u"))

@@ -30,6 +30,7 @@ from recrawl.config import Config
 from recrawl.crawldb import apply_round, mark_traps, park_poison
 from recrawl.crawldb_rules import ChangeColumns, meaningful_change_sql
 from recrawl.hostdb import record_counts, record_signal_checks
+from recrawl.linkfilter import keep
 from recrawl.signal_trust import (
     TrustRule,
     check_outcome_sql,
@@ -38,8 +39,8 @@ from recrawl.signal_trust import (
     signalled_changed_sql,
 )
 from recrawl.tables import naive_utc, read, sql_str, ts_lit
-from recrawl.urlnorm import host_key, try_normalize
-from spark_jobs.common import norm_rules
+from recrawl.urlnorm import host_key_or_none, try_normalize
+from spark_jobs.common import filter_rules, norm_rules
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
@@ -97,7 +98,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .where("url IS NOT NULL")
     )
     max_depth = int(cfg.get("crawl.max_depth"))
-    host_udf = F.udf(lambda u: _host_or_none(u), "string")  # noqa: PLW0108 - no hint inference
+    frules = filter_rules(cfg)
+    # the link filter parse applies to outlinks, applied to redirect and sitemap targets too
+    host_udf = F.udf(lambda u: host_key_or_none(u) if u and keep(u, frules) else None, "string")
     # Rows without a carried host (redirects, sitemaps, links written without dst_host) get
     # it from the UDF: only they pay a Python round trip.
     other_targets = (
@@ -194,13 +197,6 @@ def _check_signals(spark, cfg: Config, src, now: dt.datetime) -> dict[str, int]:
     checks.unpersist()
     return {f"signal_{k}": int(totals[k] or 0) for k in ("tp", "fp", "fn", "tn")} | {
         k: int(totals[k] or 0) for k in ("lm_agree", "lm_disagree")}
-
-
-def _host_or_none(url: str) -> str | None:
-    try:
-        return host_key(url)
-    except Exception:
-        return None
 
 
 def url_shape(url: str) -> str:

@@ -286,6 +286,24 @@ def test_same_host_redirects_follow_with_the_delay_and_cross_host_is_recorded(tm
     assert rec.rec_headers.get_header("WARC-Target-URI") == f"{base}/final"
 
 
+def test_redirect_targets_are_normalized_with_the_crawls_rules(tmp_path, raw_server, clock):
+    # [urlnorm] reaches inject, parse and updatedb; a redirect target must be the same URL
+    # they would make of it, not the default rules' (a crawl that keeps tracking parameters
+    # would otherwise record a target its crawldb never names)
+    from recrawl.urlnorm import NormalizeRules
+
+    pages = {}
+    srv = raw_server(robots_then(pages), clock)
+    base = f"http://a.local.test:{srv.port}"
+    target = "http://elsewhere.local.test/x?utm_source=feed&b=1"
+    pages["/away"] = response(302, headers={"Location": target})
+    kept = run(tmp_path / "kept", [FetchItem(f"{base}/away")], clock=clock,
+               norm_rules=NormalizeRules(strip_tracking_params=False, sort_query=False))
+    assert kept.rows[0]["final_url"] == target
+    default = run(tmp_path / "default", [FetchItem(f"{base}/away")], clock=clock)
+    assert default.rows[0]["final_url"] == "http://elsewhere.local.test/x?b=1"
+
+
 def test_retry_after_pauses_the_host_and_beyond_budget_defers_it(tmp_path, raw_server, clock):
     def handler(path, headers):
         if path == "/busy":

@@ -286,6 +286,23 @@ def test_report_dom_has_every_chart_with_the_data(rendered):
 
 
 @pytest.mark.spark
+def test_the_report_judges_changes_with_the_crawls_trivial_distance(sample, tmp_path):
+    # A crawl configured to call every SimHash move trivial recorded no change; its report must
+    # say the same (it once counted with the default distance, 3, whatever the crawl used).
+    cfg = sample.with_overrides({"schedule.trivial_change_distance": 64}, "test")
+    page = report.write_report(cfg, tmp_path / "report.html", now=NOW)
+    bars = _Bars.parse(page.read_text())["chart-changes"]
+    changed = {b["data-category"]: int(b["data-value"]) for b in bars
+               if b["data-series"] == "changed"}
+    unchanged = {b["data-category"]: int(b["data-value"]) for b in bars
+                 if b["data-series"] == "unchanged"}
+    # the sample's changes with a payload differ by SimHash; at distance 64 none counts
+    for rid, (_, changed_default, unchanged_default, _) in EXPECTED["new_vs_changed"].items():
+        assert changed.get(rid, 0) == 0
+        assert unchanged.get(rid, 0) == unchanged_default + changed_default
+
+
+@pytest.mark.spark
 def test_report_screenshot_shows_the_charts(rendered):
     from PIL import Image
 
