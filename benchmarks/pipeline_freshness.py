@@ -94,6 +94,9 @@ class Day:
     liar_signal_fetches: int = 0  # ... of them on hosts whose signals lie
     trusted_liars: int = 0  # lying hosts trusted (precision) after the round
     trusted_honest: int = 0  # honest (accurate) hosts trusted after the round
+    fresh_honest: float = math.nan  # fresh over the pages of hosts with honest signals
+    fresh_other: float = math.nan  # ... over the other hosts' pages
+    by_reason: dict = dataclasses.field(default_factory=dict)  # reason -> [requests, unchanged]
 
 
 @dataclasses.dataclass
@@ -125,6 +128,13 @@ class PolicyRun:
             "unchanged_per_day": sum(d.unchanged for d in window) / n,
             "signal_reads_per_day": sum(d.signal_reads for d in window) / n,
             "signal_fetches_per_day": sum(d.signal_fetches for d in window) / n,
+            "fresh_honest": sum(d.fresh_honest for d in window) / n,
+            "fresh_other": sum(d.fresh_other for d in window) / n,
+            "by_reason": {
+                reason: [sum(d.by_reason.get(reason, [0, 0])[i] for d in window) / n
+                         for i in (0, 1)]
+                for reason in sorted({k for d in window for k in d.by_reason})
+            },
             "spearman": self.spearman,
             "round_s": sum(d.wall_s for d in self.days) / len(self.days),
         }
@@ -203,10 +213,12 @@ def measured_pages(web) -> dict[tuple[str, str], Page]:
 
 
 def day_metrics(
-    web, pages: dict[tuple[str, str], Page], held: dict[tuple[str, str], int], d: int
+    web, pages: dict[tuple[str, str], Page], held: dict[tuple[str, str], int], d: int,
+    fresh_by_page: dict[tuple[str, str], float] | None = None,
 ) -> tuple[float, float, float]:
-    """`d` and the held copies' days are simweb days."""
-    """(fresh, wfresh, age over held copies) averaged over [d, d+1) from the change times."""
+    """(fresh, wfresh, age over held copies) averaged over [d, d+1) from the change times;
+    `d` and the held copies' days are simweb days. `fresh_by_page` collects each held page's
+    fresh share of the day."""
     fresh = wfresh = age_sum = 0.0
     for key, page in pages.items():
         f = held.get(key)
@@ -214,6 +226,8 @@ def day_metrics(
             continue  # never fetched: stale
         e = web.truth.next_change(web.truth.url(*key), float(f))  # first change after copy
         share = min(1.0, max(0.0, e - d))
+        if fresh_by_page is not None:
+            fresh_by_page[key] = share
         fresh += share
         wfresh += page.weight * share
         if e <= d:
@@ -278,6 +292,7 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
         kinds = web.truth.signal_kinds()
         liars = {web.base(h) for h, k in kinds.items() if k in LYING_KINDS}
         honest = {web.base(h) for h, k in kinds.items() if k == "accurate"}
+        honest_keys = {k for k in pages if kinds.get(k[0]) == "accurate"}
         overrides = {
             "generate.top_n": budget,
             "schedule.daily_budget": budget,
@@ -324,25 +339,41 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
                 spark.read.format("delta").load(cfg.table_path("fetches"))
                 .where(f"round_id = '{rid}'").select("url", "fetch_status").collect()
             )
+            reasons = {r["url"]: r["reason"] for r in spark.read.format("delta").load(
+                cfg.table_path("fetch_list")).where(f"round_id = '{rid}'").select(
+                "url", "reason").collect()}
             requests = unchanged = 0
+            by_reason: dict[str, list[int]] = {}
             for r in rows:
                 if r["fetch_status"] in NO_REQUEST:
                     continue
                 requests += 1
+                counts = by_reason.setdefault(reasons.get(r["url"]) or "other", [0, 0])
+                counts[0] += 1
                 key = split_key(r["url"])
                 f = held.get(key)
                 if f is not None and web.truth.next_change(web.truth.url(*key), f) > sd:
                     unchanged += 1  # the request brought nothing new
+                    counts[1] += 1
                 if key in pages and r["fetch_status"] in HELD:
                     held[key] = sd
-            fresh, wfresh, age = day_metrics(web, pages, held, sd)
+            shares: dict[tuple[str, str], float] = {}
+            fresh, wfresh, age = day_metrics(web, pages, held, sd, shares)
+            n_honest = len(honest_keys)
+            fresh_h = (sum(shares.get(k, 0.0) for k in honest_keys) / n_honest
+                       if n_honest else math.nan)
+            n_other = len(pages) - n_honest
+            fresh_o = ((sum(shares.values()) - fresh_h * n_honest if n_honest
+                        else sum(shares.values())) / n_other if n_other else math.nan)
             sig = signal_day(spark, cfg, rid, liars, honest) if policy in SIGNAL_POLICIES else {}
             day = Day(d, fresh, wfresh, age, len(held) / len(pages), requests, unchanged,
-                      time.perf_counter() - r0, **sig)
+                      time.perf_counter() - r0, **sig, fresh_honest=fresh_h,
+                      fresh_other=fresh_o, by_reason=by_reason)
             days.append(day)
             print(f"  {policy:8s} day {d:3d}: fresh {fresh:.3f} wfresh {wfresh:.3f} "
                   f"age {age:5.2f} cover {day.coverage:.2f} requests {requests:4d} "
-                  f"unchanged {unchanged:4d}"
+                  f"unchanged {unchanged:4d} "
+                  + " ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(by_reason.items()))
                   + (f" signal reads {day.signal_reads} fetches {day.signal_fetches} (liars "
                      f"{day.liar_signal_fetches}) trusted honest {day.trusted_honest}/"
                      f"{len(honest)} liars {day.trusted_liars}/{len(liars)}" if sig else "")
@@ -414,6 +445,18 @@ def trust_lines(runs: list[PolicyRun], after: int = 7) -> list[str]:
             f"{max(d.trusted_liars for d in late)} of {r.liars}, their signal fetches "
             f"{sum(d.liar_signal_fetches for d in late) / len(late) / max(1, r.liars):.2f} a day "
             f"per lying host; honest hosts trusted (last day) {late[-1].trusted_honest}")
+    return out
+
+
+def budget_lines(runs: list[PolicyRun], warmup: int) -> list[str]:
+    """Per run: freshness on the hosts with honest signals and on the others, and where the
+    requests went a day by fetch_list.reason (requests / of them unchanged)."""
+    out = []
+    for r in runs:
+        a = r.averages(warmup)
+        spent = "  ".join(f"{k} {v[0]:.1f}/{v[1]:.1f}" for k, v in a["by_reason"].items())
+        out.append(f"  {r.policy:12s} fresh honest hosts {a['fresh_honest']:.3f} other "
+                   f"{a['fresh_other']:.3f}; a day by reason (requests/unchanged): {spent}")
     return out
 
 
@@ -510,6 +553,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(line)
         for line in trust_lines(runs):
             print(line)
+        print("\nwhere the budget went (days >= warmup):")
+        for line in budget_lines(runs, warmup):
+            print(line)
         return 0
     from app.demo import demo_config
     from recrawl.spark import get_spark
@@ -540,6 +586,9 @@ def main(argv: list[str] | None = None) -> int:
         for line in class_lines(r):
             print(line)
     for line in trust_lines(runs):
+        print(line)
+    print("\nwhere the budget went (days >= warmup):")
+    for line in budget_lines(runs, args.warmup):
         print(line)
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.json:

@@ -248,6 +248,7 @@ def lm_rate(
     prior: GammaPrior | None = DEFAULT_PRIOR,
     mean_interval_days: float = 1.0,
     max_rate: float = DEFAULT_MAX_RATE,
+    visits: int = 0,
 ) -> float:
     """Change rate from Last-Modified dates (Cho & Garcia-Molina 2003, sec. 6), same Gamma prior.
 
@@ -255,15 +256,24 @@ def lm_rate(
     lambda e^(-lambda (visit - L)); a visit that finds it unchanged says "no change for the
     whole interval": e^(-lambda I). The MLE is changes / exposure, with exposure the sum of
     the times known free of changes (crawldb.lm_changes, lm_exposure_d; updatedb accumulates
-    them, the first fetch included: its copy's age alone ranks pages). With the prior the
-    posterior mean is (alpha + X) / (beta + E), the prior weighing `strength` visits of
-    `mean_interval_days`. Converges in a few visits where change/no-change needs weeks: one
-    visit tells a page unchanged for 300 days from one unchanged for 3.
+    them, the first fetch included: its date is a change and its copy's age, which alone
+    ranks pages). With the prior the
+    posterior mean is (alpha + X) / (beta + E), the prior weighing `strength` visits. A visit
+    brings at most its interval of exposure, and a visit that finds a change only the time
+    since it: with `visits` (fetches the counts cover) a visit weighs the smaller of
+    `mean_interval_days` and exposure / visits. Weighed by the interval alone, the prior
+    outweighed the evidence of a page changing several times a day (five visits that each
+    found a change of a few hours ago) and held its rate near the prior's mean. Converges in
+    a few visits where change/no-change needs weeks: one visit tells a page unchanged for 300
+    days from one unchanged for 3.
     """
     x, e = max(0.0, float(changes or 0.0)), max(0.0, float(exposure_days or 0.0))
     if prior is None:
         return min(max_rate, x / e) if e > 0 else 0.0
-    alpha, beta = prior.alpha_beta(max(mean_interval_days, 1e-6))
+    per_visit = max(mean_interval_days, 1e-6)
+    if visits > 0 and e > 0:
+        per_visit = min(per_visit, e / visits)
+    alpha, beta = prior.alpha_beta(per_visit)
     return min(max_rate, (alpha + x) / (beta + e)) if beta + e > 0 else prior.mean
 
 

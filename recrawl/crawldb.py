@@ -129,12 +129,18 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
 
 def lm_updates(now_sql: str, success: str, interval_d: str) -> dict[str, str]:
     """The last-modified estimator's counts after a fetch (recrawl.changerate.lm_rate):
-    exposure = days known free of changes, changes = revisits that found Last-Modified moved.
-    The first fetch adds the copy's age (now - Last-Modified: no change since); a revisit that
-    finds Last-Modified unchanged (or a 304) adds the interval; one that finds it moved adds a
-    change and the time since the new date -- and, when a change signal sent the fetch, the
-    interval up to the round before (the signal was not there then, so neither was the change:
-    without it, chasing signals would count every change and almost no exposure)."""
+    exposure = days known free of changes, changes = the changes Last-Modified dates.
+    The first fetch says "a change at L, none since", like a revisit that finds Last-Modified
+    moved: a change and the copy's age (now - L). (Counted as no change, as it once was, it
+    biased every estimate low by about one change in (changes + 1): a page changing weekly,
+    seen three times in two weeks, was estimated at half its rate. Under a Poisson process
+    the time since the last change is exponential with the page's rate, so the first date is
+    as much evidence as any later one; a page never changed since it was created gets one
+    change over its whole life, a slight overestimate of a rate near zero.) A revisit that
+    finds Last-Modified unchanged (or a 304) adds the interval; one that finds it moved adds
+    a change and the time since the new date -- and, when a change signal sent the fetch, the
+    interval up to the round before (the signal was not there then, so neither was the
+    change: without it, chasing signals would count every change and almost no exposure)."""
     new, old = http_date_sql("s.last_modified"), http_date_sql("t.last_modified")
     age = f"greatest(0.0, (unix_timestamp({now_sql}) - unix_timestamp({new})) / {float(DAY)})"
     first = "t.last_fetch_time IS NULL"
@@ -150,7 +156,7 @@ def lm_updates(now_sql: str, success: str, interval_d: str) -> dict[str, str]:
       ELSE t.lm_exposure_d + greatest(0.0, {interval_d}) END"""
     changes = f"""CASE
       WHEN NOT ({success}) THEN t.lm_changes
-      WHEN {first} THEN CASE WHEN {new} IS NOT NULL THEN 0.0 END
+      WHEN {first} THEN CASE WHEN {new} IS NOT NULL THEN 1.0 END
       WHEN t.lm_exposure_d IS NOT NULL AND {moved} THEN coalesce(t.lm_changes, 0.0) + 1.0
       ELSE t.lm_changes END"""
     return {"lm_exposure_d": exposure, "lm_changes": changes}

@@ -22,9 +22,11 @@ from collections.abc import Iterable
 
 from recrawl.config import Config, ConfigError
 from recrawl.crawldb_rules import is_due_sql, per_host_cap_sql
-from recrawl.schedules import change_probability_sql, discovery_slots
+from recrawl.politeness import host_delay_sql
+from recrawl.schedules import change_probability_sql, discovery_slots, revisit_budget
 from recrawl.signal_trust import TrustRule, change_gain_sql, signalled_changed_sql
 from spark_jobs.common import with_trust_oracle
+from spark_jobs.schedule import frontier_and_held
 
 
 def priority_sql(mode: str, as_of: str, damping: float, staleness_cap: float) -> str:
@@ -123,7 +125,11 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     candidates = due.where(~in_backoff & ~trap_block).withColumn("signal_first", F.lit(False))
     if first is not None:
         candidates = candidates.join(F.broadcast(first.select("url")), "url", "left_anti")
-    delay = F.greatest(F.lit(float(f["min_delay_s"])), F.coalesce("crawl_delay", F.lit(0.0)))
+    # recrawl.politeness: NULL for a host whose Crawl-delay exceeds the cap (the fetcher defers
+    # it, so slots given to it would only come back retry_later).
+    delay = F.expr(host_delay_sql("crawl_delay", float(f["min_delay_s"]),
+                                  float(f["max_crawl_delay_s"])))
+    delay_deferred = delay.isNull()
     budget = float(f["time_budget_s"])
     cap = F.expr(per_host_cap_sql(budget, "delay", int(g["max_per_host"])))
     # Discovery share (recrawl.schedules.discovery_slots): inside each host's cap, the first
@@ -150,6 +156,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     ranked = (
         scored
         .withColumn("delay", delay)
+        .where(F.col("delay").isNotNull())
         .withColumn("cap", cap)
         .withColumn("kind_rank", F.row_number().over(w_kind))
         .withColumn("reserved", reserved)
@@ -165,25 +172,36 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     order = [F.col("priority").desc(), F.col("host_rank"), F.col("url")]
     # The signals step's requests count in the round's budget.
     top_n = max(0, int(g["top_n"]) - sig_counts["signal_requests"])
-    # The budget rule: signalled changes first (best by importance x gain when they exceed it),
-    # then of what is left the best ceil(share x left) never-fetched URLs, then every candidate
-    # by priority. One top-k pass per kind; the frontier's size is not counted first (a pass of
-    # its own): the reserve pass returns at most what the frontier holds.
+    # The budget rule: the discovery share of the whole round, ceil(share x top_n) of the best
+    # never-fetched URLs while the frontier holds any, then signalled changes (best by
+    # importance x gain when they exceed what is left), then every candidate by priority. The
+    # share is taken out of the whole round, not of what signals leave: on a web whose hosts
+    # are all trusted the signalled changes alone could fill the round and stop discovery.
+    # One top-k pass per kind; the frontier's size is not counted first (a pass of its own):
+    # the reserve pass returns at most what the frontier holds.
     in_memory_max = int(g["top_n_in_memory"])
-    top_sig = None
-    n_sig = 0
-    if first is not None and top_n:
-        top_sig = _top(cols.where("signal_first"), top_n, order, in_memory_max)
-        n_sig = top_sig.count()
-    left = top_n - n_sig
-    reserve, top_new = discovery_slots(left, share, left), None
+    reserve, top_new = discovery_slots(top_n, share, top_n), None
     if reserve:
         top_new = _top(cols.where("is_new AND NOT signal_first"), reserve, order, in_memory_max)
         reserve = top_new.count()
+    top_sig = None
+    n_sig = 0
+    if first is not None and top_n - reserve > 0:
+        # Signalled changes are revisits: while the frontier holds URLs they take no more than
+        # the revisit policy may plan (recrawl.schedules.revisit_budget: the held pages' share
+        # of the known ones, at least schedule.min_revisit_share), so that on a web whose hosts
+        # are all trusted the chases do not hold discovery at its reserve for weeks.
+        frontier, held = frontier_and_held(db)
+        sig_cap = int(math.floor(revisit_budget(
+            top_n, share, frontier, held, float(cfg.get("schedule.min_revisit_share"))) + 1e-9))
+        top_sig = _top(cols.where("signal_first"), min(top_n - reserve, sig_cap), order,
+                       in_memory_max)
+        n_sig = top_sig.count()
+    left = top_n - reserve - n_sig
     rest = cols.where("NOT signal_first")
     if reserve:
         rest = rest.join(top_new.select("url"), "url", "left_anti")
-    top_rest = _top(rest, left - reserve, order, in_memory_max)
+    top_rest = _top(rest, left, order, in_memory_max)
     top = top_rest
     for part in (top_new, top_sig):
         if part is not None:
@@ -217,6 +235,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             .withColumn("priority", importance * p_change)
             .withColumn("reason", F.lit("fill"))
             .withColumn("delay", delay)
+            .where(F.col("delay").isNotNull())
             .withColumn("cap", cap)
             .join(F.broadcast(taken), "host", "left")
             .withColumn("host_rank", F.row_number().over(w_fill))
@@ -243,7 +262,10 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # What was written, without reading it back: the selected parts are cached and disjoint
     # (new, due, not-due fill), and every selected host has its partition.
     generated = sum(n for n, _ in per_host.values())
-    skipped_backoff = due.where(in_backoff).count()
+    skipped = due.agg(
+        F.sum(F.when(in_backoff, 1).otherwise(0)).alias("backoff"),
+        F.sum(F.when(~in_backoff & delay_deferred, 1).otherwise(0)).alias("delay"),
+    ).first()
     for part in (top_sig, top_new, top_rest, top_fill):
         if part is not None:
             part.unpersist()
@@ -252,7 +274,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "generated": generated,
         "hosts": len(assignment),
         "partitions": len(set(assignment.values())),
-        "skipped_backoff": skipped_backoff,
+        "skipped_backoff": int(skipped["backoff"] or 0),
+        "skipped_crawl_delay": int(skipped["delay"] or 0),
         "discovery_reserved": reserve,
         "filled_not_due": filled,
         "signal_first": n_sig,

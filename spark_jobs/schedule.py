@@ -137,11 +137,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         # (recrawl.schedules.revisit_budget; generate reserves the same slots).
         statuses = sql_list(BUDGET_STATUSES)
         pop = db.where(f"status IN ({statuses}) AND last_fetch_time IS NOT NULL")
-        sizes = db.agg(
-            F.sum(F.when(F.col("status") == "unfetched", 1).otherwise(0)).alias("frontier"),
-            F.sum(F.expr(f"CASE WHEN status IN ({statuses}) AND last_fetch_time IS NOT NULL "
-                         "THEN 1 ELSE 0 END")).alias("held")).first()
-        frontier, held = int(sizes["frontier"] or 0), int(sizes["held"] or 0)
+        frontier, held = frontier_and_held(db)
         budget = revisit_budget(
             float(sch["daily_budget"]), float(cfg.get("generate.discovery_share")), frontier,
             held, float(sch["min_revisit_share"]))
@@ -258,6 +254,19 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     return counts
 
 
+def frontier_and_held(db) -> tuple[int, int]:
+    """(never-fetched URLs, held pages) of a crawldb DataFrame: the sizes the revisit budget
+    (recrawl.schedules.revisit_budget) splits the day's fetches by, in schedule and generate."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    statuses = sql_list(BUDGET_STATUSES)
+    sizes = db.agg(
+        F.sum(F.when(F.col("status") == "unfetched", 1).otherwise(0)).alias("frontier"),
+        F.sum(F.expr(f"CASE WHEN status IN ({statuses}) AND last_fetch_time IS NOT NULL "
+                     "THEN 1 ELSE 0 END")).alias("held")).first()
+    return int(sizes["frontier"] or 0), int(sizes["held"] or 0)
+
+
 def page_rate(history, lm_changes, lm_exposure, lm_ok, prior: GammaPrior,
               default_days: float) -> float:
     """A page's change rate: the last-modified estimator where its host's Last-Modified moves
@@ -265,7 +274,8 @@ def page_rate(history, lm_changes, lm_exposure, lm_ok, prior: GammaPrior,
     if lm_ok and lm_exposure is not None:
         ts, _ = history_arrays(history)
         mean_interval = sum(ts) / len(ts) if ts else default_days
-        return lm_rate(lm_changes or 0.0, lm_exposure, prior, mean_interval)
+        # the counts cover the first fetch and every revisit since
+        return lm_rate(lm_changes or 0.0, lm_exposure, prior, mean_interval, visits=len(ts) + 1)
     return estimate_from_history(history, prior)
 
 

@@ -119,6 +119,20 @@ def test_lm_rate_uses_the_age_of_the_copy():
     assert lm_rate(0, 0.0, None) == 0.0
 
 
+def test_lm_rate_weighs_the_prior_by_what_a_visit_tells():
+    # a page changing 5 times a day, visited every 2.5 days: each of 5 revisits found a change
+    # ~0.2 days old (exposure 1.2 days with the first fetch's). Weighed as two 2.5-day visits
+    # the prior held it near 1/day; weighed as two visits of what these visits told, the
+    # evidence ranks it well above a page changing once a day visited as often.
+    prior = GammaPrior(0.1, 2.0)
+    fast = lm_rate(5, 1.2, prior, 2.5, visits=6)
+    daily = lm_rate(4.6, 5.6, prior, 2.5, visits=6)
+    assert fast > 2.5 > daily > 0.6
+    assert lm_rate(5, 1.2, prior, 2.5) < 1.2  # the old weighting, for the record
+    # a slow page's visits each bring their whole interval: the weighting is unchanged
+    assert lm_rate(0, 342.0, prior, 14.0, visits=3) == lm_rate(0, 342.0, prior, 14.0)
+
+
 @pytest.mark.spark
 def test_sql_twins_agree_with_python(spark):
     rule = TrustRule()

@@ -151,6 +151,31 @@ def test_revisits_check_each_hosts_signals(spark, crawl):
     assert all(r["lm_trusted"] is not False for r in hosts.values())
 
 
+def test_last_modified_counts_start_with_the_first_fetch(spark, crawl):
+    # recrawl.crawldb.lm_updates: the first fetch's Last-Modified is "a change at L, none
+    # since" (one change and the copy's age); each revisit adds at most one change
+    from email.utils import parsedate_to_datetime
+
+    cfg = crawl["cfg"]
+    fetches: dict[str, list[dict]] = {}
+    for r in _rows(spark, cfg, "fetches", "fetch_status IN ('fetched', 'not_modified')"):
+        fetches.setdefault(r["url"], []).append(r)
+    pages = [r for r in _rows(spark, cfg, "crawldb", "status = 'fetched'")
+             if r["lm_exposure_d"] is not None]
+    assert pages
+    once = 0
+    for page in pages:
+        seen = sorted(fetches[page["url"]], key=lambda r: r["round_id"])
+        assert 1.0 <= page["lm_changes"] <= len(seen), page["url"]
+        if len(seen) == 1:
+            once += 1
+            logical = dt.datetime.strptime(seen[0]["round_id"], "%Y%m%d")
+            lm = parsedate_to_datetime(seen[0]["last_modified"]).replace(tzinfo=None)
+            assert page["lm_changes"] == 1.0
+            assert page["lm_exposure_d"] == pytest.approx((logical - lm).total_seconds() / 86400)
+    assert once
+
+
 def test_every_request_was_polite_and_allowed(crawl):
     from simweb.audit import politeness_violations, robots_violations
 
