@@ -222,5 +222,5 @@ def test_pages_followed_by_trusted_signals_leave_the_allocation(spark, cfg, tmp_
     after = _rows(spark, cfg)
     assert counts["signal_followed"] == 2 and counts["budget_per_day"] == 0
     for url in ("http://a.test/fast", "http://a.test/slow"):  # signals.defer_max_days
-        assert after[url]["fetch_interval_s"] == 14 * DAY
+        assert after[url]["fetch_interval_s"] == int(cfg.get("signals.defer_max_days")) * DAY
     assert after["http://a.test/new"]["fetch_interval_s"] == 30 * DAY
