@@ -146,6 +146,21 @@ def request_target(url: str) -> str:
     return target
 
 
+# What a robots.txt answer means (RFC 9309 2.3.1): the one policy for a fresh response and a
+# cached row.
+RULES, ALLOW_ALL, DISALLOW_ALL = "rules", "allow_all", "disallow_all"
+
+
+def status_policy(status: int | None) -> str:
+    """RULES for a 2xx (parse the body), ALLOW_ALL for a 4xx other than 429 ("unavailable",
+    2.3.1.3), DISALLOW_ALL for a 5xx, a 429 or no answer ("unreachable", 2.3.1.4)."""
+    if status is not None and 200 <= status < 300:
+        return RULES
+    if status is not None and 400 <= status < 500 and status != 429:
+        return ALLOW_ALL
+    return DISALLOW_ALL
+
+
 @dataclass
 class RobotsRules:
     """The rules of one host for our token, plus what the robots table stores."""
@@ -180,9 +195,10 @@ class RobotsRules:
     @classmethod
     def from_status(cls, status: int, body: bytes, token: str, max_bytes: int) -> RobotsRules:
         """Rules for a final (non-redirect) robots.txt response."""
-        if 200 <= status < 300:
+        policy = status_policy(status)
+        if policy == RULES:
             return cls.parse(status, decode_robots(body, max_bytes), token)
-        if 400 <= status < 500 and status != 429:
+        if policy == ALLOW_ALL:
             return cls.unavailable(status)
         return cls.unreachable(status)
 
@@ -226,20 +242,29 @@ def _as_utc(value: Any) -> datetime | None:
 
 def from_cache(row: dict[str, Any] | None, now: datetime, ttl_s: float,
                token: str) -> RobotsRules | None:
-    """Rules from a previous `robots` row if it is still fresh (``fetched_at + ttl > now``).
+    """Rules from a previous `robots` row while it is fresh: until its `expires_at` (the TTL
+    it was written with) or `fetched_at + ttl_s`, whichever comes first (a TTL lowered since
+    takes effect at once).
 
-    Only definitive answers are reused: 2xx (rules) and 4xx (allow all). A cached 5xx or
-    unreachable answer is retried, as RFC 9309 2.3.1.4 expects crawlers to do.
+    Only definitive answers are reused (`status_policy`): 2xx (rules) and 4xx (allow all). A
+    cached 5xx or unreachable answer is retried, as RFC 9309 2.3.1.4 expects crawlers to do.
     """
     if not row:
         return None
     fetched_at = _as_utc(row.get("fetched_at"))
     status = row.get("http_status")
-    if fetched_at is None or status is None or fetched_at + timedelta(seconds=ttl_s) <= now:
+    if fetched_at is None or status is None:
+        return None
+    expires = fetched_at + timedelta(seconds=ttl_s)
+    written = _as_utc(row.get("expires_at"))
+    if written is not None:
+        expires = min(expires, written)
+    if expires <= now:
         return None
     status = int(status)
-    if 200 <= status < 300:
+    policy = status_policy(status)
+    if policy == RULES:
         return RobotsRules.parse(status, row.get("rules") or "", token)
-    if 400 <= status < 500 and status != 429:
+    if policy == ALLOW_ALL:
         return RobotsRules.unavailable(status, row.get("rules") or "")
     return None

@@ -32,7 +32,8 @@ from recrawl.crawldb_rules import (
     ChangeColumns,
     meaningful_change_sql,
 )
-from recrawl.politeness import SECONDS_PER_DAY, host_delay_sql
+from recrawl.politeness import host_delay_sql
+from recrawl.units import SECONDS_PER_DAY
 
 # Change-rate buckets (changes per day): ~monthly, weekly, every few days, daily, hourly-ish.
 CHANGE_RATE_EDGES = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
@@ -392,7 +393,7 @@ def change_rate_distribution(con, edges: Sequence[float] = CHANGE_RATE_EDGES) ->
         return []
     case, labels = _bucket_sql("change_rate", edges, "/d")
     rows = {b: (n, med) for b, n, med in con.execute(
-        f"SELECT {case} AS b, count(*), median(fetch_interval_s / 86400.0) FROM crawldb "
+        f"SELECT {case} AS b, count(*), median(fetch_interval_s / {float(SECONDS_PER_DAY)}) FROM crawldb "
         "WHERE change_rate IS NOT NULL GROUP BY b"
     ).fetchall()}
     bounds = [None, *edges, None]
@@ -505,7 +506,7 @@ def freshness(con, edges: Sequence[float] = AGE_EDGES) -> list[dict]:
     as_of = con.execute("SELECT max(logical_date) FROM rounds").fetchone()[0]
     if as_of is None:
         return []
-    age = "(epoch(CAST(? AS TIMESTAMP)) - epoch(last_fetch_time)) / 86400.0"
+    age = f"(epoch(CAST(? AS TIMESTAMP)) - epoch(last_fetch_time)) / {float(SECONDS_PER_DAY)}"
     case, labels = _bucket_sql(age, edges, " d")
     # The `age` placeholder appears once per edge in the CASE expression.
     params = [as_of] * len(edges) + [as_of]
@@ -540,7 +541,7 @@ def _signalled_changed_sql(tolerance_days: float) -> str:
     tolerance (that is a lie, not a signal). False (not NULL) without a signal or a copy."""
     return (f"coalesce(epoch_us(signal_time) + 1000000 * greatest(1, coalesce(signal_precision_s, 1))"
             f" > epoch_us(last_fetch_time) AND epoch_us(signal_time) <= "
-            f"epoch_us(as_of.t) + {round(float(tolerance_days) * 86400e6)}, false)")
+            f"epoch_us(as_of.t) + {round(float(tolerance_days) * SECONDS_PER_DAY * 1e6)}, false)")
 
 
 def _signal_sources_sql(con) -> str:
@@ -688,7 +689,7 @@ def freshness_by_signal_class(con, future_tolerance_days: float = 1.0) -> list[d
         SELECT signal_class, count(DISTINCT host) AS hosts, count(*) AS pages,
                avg(CASE WHEN last_changed THEN 1.0 WHEN NOT last_changed THEN 0.0 END)
                  AS changed_share,
-               avg((epoch_us(as_of.t) - epoch_us(last_fetch_time)) / 86400e6) AS mean_age_d,
+               avg((epoch_us(as_of.t) - epoch_us(last_fetch_time)) / {SECONDS_PER_DAY * 1e6}) AS mean_age_d,
                avg(change_rate) AS mean_change_rate,
                count(*) FILTER (WHERE {_signalled_changed_sql(future_tolerance_days)})
                  AS stale_by_signal

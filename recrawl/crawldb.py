@@ -29,8 +29,8 @@ from recrawl.crawldb_rules import (
 from recrawl.signal_trust import http_date_sql
 from recrawl.spark import session_conf
 from recrawl.tables import Insert, InsertAll, Update, merge_into, read, sql_str, update_where
-
-DAY = 86400
+from recrawl.traps import blocked_sql
+from recrawl.units import SECONDS_PER_DAY
 
 
 def _ts(t: dt.datetime) -> str:
@@ -63,19 +63,21 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
         # a previous capture: crawldb holds its payload digest or text hash
         has_previous="t.payload_digest IS NOT NULL OR t.content_hash IS NOT NULL",
     ), int(sch["trivial_change_distance"]))
-    interval_d = f"(unix_timestamp({now_sql}) - unix_timestamp(t.last_fetch_time)) / {float(DAY)}"
+    interval_d = (f"(unix_timestamp({now_sql}) - unix_timestamp(t.last_fetch_time)) "
+                  f"/ {float(SECONDS_PER_DAY)}")
     history = f"""CASE WHEN ({changed}) IS NOT NULL AND t.last_fetch_time IS NOT NULL
       THEN {append_history_sql("t.change_history", interval_d, f"({changed})")}
       ELSE t.change_history END"""
-    interval_s = f"coalesce(t.fetch_interval_s, {int(sch['default_interval_days'] * DAY)})"
+    default_s = int(sch["default_interval_days"] * SECONDS_PER_DAY)
+    interval_s = f"coalesce(t.fetch_interval_s, {default_s})"
     next_fetch = f"""CASE
       WHEN {success} OR s.fetch_status = 'redirect' THEN {_after(now_sql, interval_s)}
       WHEN s.fetch_status IN ('gone', {sql_list(UNFETCHABLE)})
-        THEN {_after(now_sql, int(u['retry_gone_interval_days'] * DAY))}
+        THEN {_after(now_sql, int(u['retry_gone_interval_days'] * SECONDS_PER_DAY))}
       WHEN s.fetch_status IN ({transient})
-        THEN {_after(now_sql, int(u['retry_interval_days'] * DAY))}
+        THEN {_after(now_sql, int(u['retry_interval_days'] * SECONDS_PER_DAY))}
       WHEN s.fetch_status = 'robots_denied'
-        THEN {_after(now_sql, int(u['retry_denied_interval_days'] * DAY))}
+        THEN {_after(now_sql, int(u['retry_denied_interval_days'] * SECONDS_PER_DAY))}
       ELSE {now_sql} END"""
     fetched = "s.fetch_status = 'fetched'"
     new_payload = f"{fetched} AND s.warc_type = 'response'"
@@ -142,7 +144,8 @@ def lm_updates(now_sql: str, success: str, interval_d: str) -> dict[str, str]:
     interval up to the round before (the signal was not there then, so neither was the
     change: without it, chasing signals would count every change and almost no exposure)."""
     new, old = http_date_sql("s.last_modified"), http_date_sql("t.last_modified")
-    age = f"greatest(0.0, (unix_timestamp({now_sql}) - unix_timestamp({new})) / {float(DAY)})"
+    age = (f"greatest(0.0, (unix_timestamp({now_sql}) - unix_timestamp({new})) "
+           f"/ {float(SECONDS_PER_DAY)})")
     first = "t.last_fetch_time IS NULL"
     moved = f"s.fetch_status = 'fetched' AND {new} > {old}"
     chased = f"CASE WHEN s.reason = 'signal' THEN greatest(0.0, {interval_d} - 1.0) ELSE 0.0 END"
@@ -205,7 +208,7 @@ def park_poison(spark, cfg: Config, now: dt.datetime) -> None:
     round) until updatedb.retry_gone_interval_days. Few rows match: only the files holding them
     are rewritten."""
     max_pf = int(cfg.get("parse.max_parse_failures"))
-    retry_s = int(float(cfg.get("updatedb.retry_gone_interval_days")) * DAY)
+    retry_s = int(float(cfg.get("updatedb.retry_gone_interval_days")) * SECONDS_PER_DAY)
     update_where(spark, cfg, "crawldb", f"parse_failures >= {max_pf} AND status = 'fetched'",
                  {"status": "'failed'", "next_fetch_time": _after(_ts(now), retry_s)})
 
@@ -213,7 +216,8 @@ def park_poison(spark, cfg: Config, now: dt.datetime) -> None:
 def mark_traps(spark, cfg: Config, trap_hosts) -> None:
     """Unfetched URLs of trap hosts (`trap_hosts`: a `host` column) become `trap`: never
     generated."""
-    merge_into(spark, cfg, "crawldb", trap_hosts, "t.host = s.host AND t.status = 'unfetched'",
+    merge_into(spark, cfg, "crawldb", trap_hosts,
+               f"t.host = s.host AND {blocked_sql('true', 't.status')}",
                Update({"status": "'trap'"}))
 
 
@@ -238,7 +242,7 @@ def set_signals(spark, cfg: Config, entries, now: dt.datetime) -> int:
     from pyspark.sql import functions as F  # lazy: pyspark
 
     tol = float(cfg.get("signals.future_tolerance_days"))
-    future_at = _after(_ts(now), int(tol * DAY))
+    future_at = _after(_ts(now), int(tol * SECONDS_PER_DAY))
     newest = entries.groupBy("url").agg(
         F.first("host").alias("host"), F.max("signal_time").alias("signal_time"),
         F.max_by("signal_precision_s", "signal_time").alias("signal_precision_s"),

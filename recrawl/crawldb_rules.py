@@ -13,6 +13,8 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
+from recrawl.units import SECONDS_PER_DAY
+
 # --- statuses ------------------------------------------------------------------------------
 
 # fetches.fetch_status: the fetcher's verdict on one URL (fetcher/models.py declares the same
@@ -134,7 +136,7 @@ def new_url_values(default_interval_days: float) -> dict[str, str | int]:
     updatedb's outlinks, redirect targets and sitemaps), besides url, host, depth and the
     round's time in discovered_at and next_fetch_time (due at once)."""
     return {"status": "unfetched", "retries": 0, "fetch_count": 0, "change_count": 0,
-            "parse_failures": 0, "fetch_interval_s": int(default_interval_days * 86400)}
+            "parse_failures": 0, "fetch_interval_s": int(default_interval_days * SECONDS_PER_DAY)}
 
 
 def new_url_values_sql(default_interval_days: float) -> dict[str, str]:

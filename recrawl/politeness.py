@@ -10,7 +10,7 @@ gets no fetch-list slots (they would all come back `retry_later`).
 
 from __future__ import annotations
 
-SECONDS_PER_DAY = 86400
+from recrawl.units import SECONDS_PER_DAY
 
 
 def host_delay(crawl_delay: float | None, min_delay_s: float,

@@ -36,8 +36,7 @@ from recrawl.allocation import (
     h_vec,
     optimal_frequency,
 )
-
-SECONDS_PER_DAY = 86400.0
+from recrawl.units import SECONDS_PER_DAY
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,7 +340,7 @@ def change_probability(rate: float | None, age_days: float, prior_rate: float) -
 def change_probability_sql(rate: str, last_fetch: str, as_of: str, prior_rate: float) -> str:
     """`change_probability` in Spark SQL over a rate column, a last-fetch timestamp column and
     a timestamp literal (tests/recrawl/test_schedules.py checks the two agree)."""
-    age = f"greatest(0.0, (unix_timestamp({as_of}) - unix_timestamp({last_fetch})) / 86400.0)"
+    age = f"greatest(0.0, (unix_timestamp({as_of}) - unix_timestamp({last_fetch})) / {float(SECONDS_PER_DAY)})"
     return f"(1.0 - exp(-greatest(0.0, coalesce({rate}, {float(prior_rate)!r})) * {age}))"
 
 

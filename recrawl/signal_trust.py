@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-DAY_S = 86400.0
+from recrawl.units import SECONDS_PER_DAY
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def signalled_changed_sql(as_of: str, tolerance_days: float, signal: str = "sign
                           precision: str = "signal_precision_s",
                           last_fetch: str = "last_fetch_time") -> str:
     """`signalled_changed` in Spark SQL (NULL for None); `as_of` a timestamp literal."""
-    future = f"{signal} > {as_of} + make_interval(0, 0, 0, 0, 0, 0, {tolerance_days * DAY_S!r})"
+    future = f"{signal} > {as_of} + make_interval(0, 0, 0, 0, 0, 0, {float(tolerance_days) * SECONDS_PER_DAY!r})"
     width = f"greatest(1, coalesce({precision}, 1))"
     return (f"CASE WHEN {signal} IS NULL OR {last_fetch} IS NULL OR {future} THEN NULL "
             f"ELSE {signal} + make_interval(0, 0, 0, 0, 0, 0, {width}) > {last_fetch} END")
@@ -103,7 +103,7 @@ def signalled_changed_sql(as_of: str, tolerance_days: float, signal: str = "sign
 
 def is_future_sql(as_of: str, tolerance_days: float, signal: str = "signal_time") -> str:
     return (f"coalesce({signal} > {as_of} + make_interval(0, 0, 0, 0, 0, 0, "
-            f"{tolerance_days * DAY_S!r}), false)")
+            f"{float(tolerance_days) * SECONDS_PER_DAY!r}), false)")
 
 
 def change_gain_sql(rate: str) -> str:

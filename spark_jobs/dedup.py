@@ -28,6 +28,7 @@ from recrawl.hostdb import flag_traps
 from recrawl.nearjoin import near_duplicate_pairs_df
 from recrawl.survivor import rank_key_column
 from recrawl.tables import read, replace_round, sql_str, ts_lit
+from recrawl.traps import NEAR_DUP_FLOOD, near_dup_flood_sql
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
@@ -132,9 +133,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         new_c.select("url", "host")
         .join(dups.select("url", F.lit(1).alias("dup")), "url", "left")
         .groupBy("host").agg(F.count("*").alias("n"), F.sum(F.coalesce("dup", F.lit(0))).alias("d"))
-        .where((F.col("n") >= 10) & (F.col("d") >= F.col("n") * frac))
-        .select("host", F.lit(True).alias("trap"),
-                F.lit("near-duplicate flood").alias("trap_reason"))
+        .where(F.expr(near_dup_flood_sql("n", "d", frac)))
+        .select("host", F.lit(True).alias("trap"), F.lit(NEAR_DUP_FLOOD).alias("trap_reason"))
     )
     trap_rows = per_host.collect()
     flagged = {r["host"] for r in read(spark, cfg, "hosts").where("trap").select("host").collect()}

@@ -25,6 +25,8 @@ from recrawl.crawldb_rules import is_due_sql, per_host_cap_sql
 from recrawl.politeness import host_delay_sql
 from recrawl.schedules import change_probability_sql, discovery_slots, revisit_budget
 from recrawl.signal_trust import TrustRule, change_gain_sql, signalled_changed_sql
+from recrawl.traps import blocked_sql
+from recrawl.units import SECONDS_PER_DAY
 from spark_jobs.common import with_trust_oracle
 from spark_jobs.schedule import frontier_and_held
 
@@ -44,7 +46,8 @@ def priority_sql(mode: str, as_of: str, damping: float, staleness_cap: float) ->
         return "1.0 / (1.0 + coalesce(depth, 0))"
     importance = importance_sql(mode, damping)
     overdue = f"greatest(0.0, unix_timestamp({as_of}) - unix_timestamp(next_fetch_time))"
-    staleness = f"least({float(staleness_cap)!r}, 1.0 + {overdue} / greatest(coalesce(fetch_interval_s, 86400), 1))"
+    interval = f"greatest(coalesce(fetch_interval_s, {SECONDS_PER_DAY}), 1)"
+    staleness = f"least({float(staleness_cap)!r}, 1.0 + {overdue} / {interval})"
     return f"{importance} * {staleness}"
 
 
@@ -109,7 +112,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # Back-off comes from the servers' real Retry-After / failures: compare with the wall clock.
     in_backoff = F.col("backoff_until").isNotNull() & (F.col("backoff_until") > F.lit(wall_now))
     # On a trap host only pages already fetched are refreshed; new URLs wait (or never come).
-    trap_block = F.coalesce(F.col("trap"), F.lit(False)) & (F.col("status") == "unfetched")
+    trap_block = F.expr(blocked_sql("trap", "status"))
 
     scores_fresh, mode = _scores_mode(spark, cfg, now_logical)
     damping = float(cfg.get("pagerank.damping"))

@@ -24,7 +24,6 @@ Depth is the shortest known path from a seed (min over in-links + 1).
 from __future__ import annotations
 
 import datetime as dt
-import re
 
 from recrawl.config import Config
 from recrawl.crawldb import apply_round, mark_traps, park_poison
@@ -39,6 +38,7 @@ from recrawl.signal_trust import (
     signalled_changed_sql,
 )
 from recrawl.tables import naive_utc, read, sql_str, ts_lit
+from recrawl.traps import host_trap_reason_sql, url_shape_sql
 from recrawl.urlnorm import host_key_or_none, try_normalize
 from spark_jobs.common import filter_rules, norm_rules
 
@@ -199,31 +199,6 @@ def _check_signals(spark, cfg: Config, src, now: dt.datetime) -> dict[str, int]:
         k: int(totals[k] or 0) for k in ("lm_agree", "lm_disagree")}
 
 
-def url_shape(url: str) -> str:
-    """A URL with digit runs and query values masked: calendars and id-driven traps collapse."""
-    path, _, query = url.partition("?")
-    shape = re.sub(r"\d+", "N", path)
-    if query:
-        keys = sorted(p.split("=", 1)[0] for p in query.split("&"))
-        shape += "?" + "&".join(keys)
-    return shape
-
-
-def url_shape_sql(col: str = "url") -> str:
-    """`url_shape` as a SQL expression: the same string, without a Python round trip per URL.
-
-    `\\p{Nd}` (Java) is Python's `\\d` for str (Unicode decimal digits); keys are sorted in
-    code point order by both (UTF-8 byte order is code point order).
-    """
-    query = f"substr({col}, instr({col}, '?') + 1)"
-    return (
-        f"regexp_replace(substring_index({col}, '?', 1), '\\\\p{{Nd}}+', 'N') || "
-        f"CASE WHEN instr({col}, '?') > 0 AND {query} != '' THEN '?' || array_join("
-        f"array_sort(transform(split({query}, '&'), p -> substring_index(p, '=', 1))), '&') "
-        "ELSE '' END"
-    )
-
-
 def _update_hosts(spark, cfg: Config, now: dt.datetime) -> int:
     """Per-host counters and the trap flag; unfetched URLs of trap hosts become `trap`."""
     from pyspark.sql import functions as F  # lazy: pyspark
@@ -242,11 +217,8 @@ def _update_hosts(spark, cfg: Config, now: dt.datetime) -> int:
             F.sum(F.when(F.col("fetch_count") > 0, 1).otherwise(0)).alias("pages_fetched"),
         )
         .join(shapes, "host")
-        .withColumn(
-            "trap_reason",
-            F.when(F.col("pages_known") > int(u["host_page_cap"]), F.lit("page cap"))
-            .when(F.col("max_shape") > int(u["trap_pattern_cap"]), F.lit("repeated url pattern")),
-        )
+        .withColumn("trap_reason", F.expr(host_trap_reason_sql(
+            "pages_known", "max_shape", int(u["host_page_cap"]), int(u["trap_pattern_cap"]))))
         .withColumn("trap", F.col("trap_reason").isNotNull())
         .withColumn("updated_at", F.lit(now))
     )

@@ -14,6 +14,7 @@ from fetcher.robots import (
     product_token,
     remove_dot_segments,
     request_target,
+    status_policy,
 )
 
 
@@ -322,3 +323,25 @@ def test_cache_freshness():
     assert from_cache(dict(row, http_status=503), now, 86400, "bot") is None  # retried
     four = from_cache(dict(row, http_status=404, rules=""), now, 86400, "bot")
     assert four is not None and four.allow_all
+    # the row's own expiry (the TTL it was written with) ends it too, whichever comes first
+    assert from_cache(dict(row, expires_at=now - timedelta(minutes=1)), now, 86400, "bot") is None
+    assert from_cache(dict(row, expires_at=now + timedelta(days=5)), now, 1800, "bot") is None
+
+
+@pytest.mark.parametrize(("status", "policy"), [
+    (200, "rules"), (204, "rules"), (404, "allow_all"), (401, "allow_all"), (410, "allow_all"),
+    (429, "disallow_all"), (500, "disallow_all"), (503, "disallow_all"), (None, "disallow_all"),
+])
+def test_one_status_policy_for_fresh_answers_and_cached_rows(status, policy):
+    # RFC 9309 2.3.1: the same answer means the same whether just fetched or read from the table
+    assert status_policy(status) == policy
+    if status is None:
+        return
+    fresh = RobotsRules.from_status(status, b"User-agent: *\nDisallow: /x\n", "bot", 10_000)
+    assert (fresh.allow_all, fresh.disallow_all) == (policy == "allow_all", policy == "disallow_all")
+    now = datetime(2026, 1, 2, tzinfo=UTC)
+    cached = from_cache(fresh.to_row("http://h.test:80", now, 3600), now, 3600, "bot")
+    if policy == "disallow_all":
+        assert cached is None  # retried, never reused
+    else:
+        assert cached is not None and cached.allowed("/x") == fresh.allowed("/x")
