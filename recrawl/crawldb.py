@@ -18,7 +18,6 @@ from recrawl.config import Config
 from recrawl.crawldb_rules import (
     SUCCESS,
     TRANSIENT,
-    UNFETCHABLE,
     ChangeColumns,
     append_history_sql,
     meaningful_change_sql,
@@ -26,6 +25,7 @@ from recrawl.crawldb_rules import (
     next_status_sql,
     sql_list,
 )
+from recrawl.schedules import RetryIntervals, next_fetch_after_sql
 from recrawl.signal_trust import http_date_sql
 from recrawl.spark import session_conf
 from recrawl.tables import Insert, InsertAll, Update, merge_into, read, sql_str, update_where
@@ -68,17 +68,11 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
     history = f"""CASE WHEN ({changed}) IS NOT NULL AND t.last_fetch_time IS NOT NULL
       THEN {append_history_sql("t.change_history", interval_d, f"({changed})")}
       ELSE t.change_history END"""
-    default_s = int(sch["default_interval_days"] * SECONDS_PER_DAY)
-    interval_s = f"coalesce(t.fetch_interval_s, {default_s})"
-    next_fetch = f"""CASE
-      WHEN {success} OR s.fetch_status = 'redirect' THEN {_after(now_sql, interval_s)}
-      WHEN s.fetch_status IN ('gone', {sql_list(UNFETCHABLE)})
-        THEN {_after(now_sql, int(u['retry_gone_interval_days'] * SECONDS_PER_DAY))}
-      WHEN s.fetch_status IN ({transient})
-        THEN {_after(now_sql, int(u['retry_interval_days'] * SECONDS_PER_DAY))}
-      WHEN s.fetch_status = 'robots_denied'
-        THEN {_after(now_sql, int(u['retry_denied_interval_days'] * SECONDS_PER_DAY))}
-      ELSE {now_sql} END"""
+    # recrawl.schedules owns when a fetch's outcome brings the URL back
+    wait_s = next_fetch_after_sql("s.fetch_status", "t.fetch_interval_s",
+                                  RetryIntervals.from_section(u),
+                                  float(sch["default_interval_days"]))
+    next_fetch = _after(now_sql, wait_s)
     fetched = "s.fetch_status = 'fetched'"
     new_payload = f"{fetched} AND s.warc_type = 'response'"
     lm = lm_updates(now_sql, success, interval_d)
@@ -208,7 +202,8 @@ def park_poison(spark, cfg: Config, now: dt.datetime) -> None:
     round) until updatedb.retry_gone_interval_days. Few rows match: only the files holding them
     are rewritten."""
     max_pf = int(cfg.get("parse.max_parse_failures"))
-    retry_s = int(float(cfg.get("updatedb.retry_gone_interval_days")) * SECONDS_PER_DAY)
+    # parked like an unusable fetch (recrawl.schedules: gone_days)
+    retry_s = int(RetryIntervals.from_section(cfg.section("updatedb")).gone_days * SECONDS_PER_DAY)
     update_where(spark, cfg, "crawldb", f"parse_failures >= {max_pf} AND status = 'fetched'",
                  {"status": "'failed'", "next_fetch_time": _after(_ts(now), retry_s)})
 

@@ -36,6 +36,7 @@ from recrawl.allocation import (
     h_vec,
     optimal_frequency,
 )
+from recrawl.crawldb_rules import SUCCESS, TRANSIENT, UNFETCHABLE, sql_list
 from recrawl.units import SECONDS_PER_DAY
 
 
@@ -395,3 +396,58 @@ def make_schedule(name: str, **params: Any) -> FetchSchedule:
 def interval_seconds(days: float) -> int:
     """Days -> crawldb.fetch_interval_s."""
     return int(round(days * SECONDS_PER_DAY))
+
+
+# --- the next fetch after a fetch ------------------------------------------------------------
+#
+# Nutch's FetchSchedule owns every next-fetch decision (set, gone, retry, shouldFetch); here
+# `is_due` (recrawl.crawldb_rules) decides whether a URL is fetched, this rule when a fetch's
+# outcome brings it back, and the policies above the interval a success earns. updatedb writes
+# this time with the fetch; the schedule step then refines it for the pages it reschedules.
+
+
+@dataclass(frozen=True)
+class RetryIntervals:
+    """How long (days) a fetch's outcome keeps a URL away: the `updatedb.retry_*` keys."""
+
+    gone_days: float = 30.0  # gone, and fetched but unusable (too large, filtered type)
+    transient_days: float = 1.0  # an error worth retrying soon (timeouts, 5xx, DNS, connect)
+    denied_days: float = 30.0  # robots.txt denied it
+
+    @classmethod
+    def from_section(cls, section: Any) -> RetryIntervals:
+        return cls(float(section["retry_gone_interval_days"]),
+                   float(section["retry_interval_days"]),
+                   float(section["retry_denied_interval_days"]))
+
+
+def next_fetch_after(status: str, interval_s: int | None, retry: RetryIntervals,
+                     default_interval_days: float) -> float:
+    """Seconds from a fetch to the URL's next fetch, by the fetch's status: a success (or a
+    redirect) waits its interval (the policy's, `default_interval_days` before it has one),
+    unfetchable and gone URLs `gone_days`, transient errors `transient_days`, robots-denied
+    URLs `denied_days`; any other outcome (deferred, skipped) is due again at once."""
+    if status in SUCCESS or status == "redirect":
+        return float(interval_s if interval_s is not None
+                     else int(default_interval_days * SECONDS_PER_DAY))
+    if status == "gone" or status in UNFETCHABLE:
+        return retry.gone_days * SECONDS_PER_DAY
+    if status in TRANSIENT:
+        return retry.transient_days * SECONDS_PER_DAY
+    if status == "robots_denied":
+        return retry.denied_days * SECONDS_PER_DAY
+    return 0.0
+
+
+def next_fetch_after_sql(status: str, interval_s: str, retry: RetryIntervals,
+                         default_interval_days: float) -> str:
+    """`next_fetch_after` in Spark SQL: seconds, over a status and an interval column."""
+    default_s = int(default_interval_days * SECONDS_PER_DAY)
+    return f"""CASE
+      WHEN {status} IN ({sql_list(SUCCESS)}) OR {status} = 'redirect'
+        THEN coalesce({interval_s}, {default_s})
+      WHEN {status} IN ('gone', {sql_list(UNFETCHABLE)})
+        THEN {int(retry.gone_days * SECONDS_PER_DAY)}
+      WHEN {status} IN ({sql_list(TRANSIENT)}) THEN {int(retry.transient_days * SECONDS_PER_DAY)}
+      WHEN {status} = 'robots_denied' THEN {int(retry.denied_days * SECONDS_PER_DAY)}
+      ELSE 0 END"""

@@ -18,9 +18,12 @@ from recrawl.schedules import (
     ChangeRateOptimalSchedule,
     FixedSchedule,
     PageState,
+    RetryIntervals,
     ScheduleContext,
     interval_seconds,
     make_schedule,
+    next_fetch_after,
+    next_fetch_after_sql,
 )
 
 WIDE = {"min_interval_days": 1e-4, "max_interval_days": 1e7}
@@ -346,3 +349,44 @@ def test_change_probability_is_poisson_with_the_prior_for_unknown_rates():
     ages = [0.5, 1, 2, 4, 8]
     probs = [change_probability(0.3, a, 0.1) for a in ages]
     assert probs == sorted(probs) and all(0.0 < p < 1.0 for p in probs)
+
+
+# --- the next fetch after a fetch (recrawl.schedules.next_fetch_after) ----------------------
+
+RETRY = RetryIntervals(gone_days=30.0, transient_days=1.0, denied_days=20.0)
+# (status, fetch_interval_s) -> seconds to the next fetch
+NEXT_FETCH_CASES = [
+    ("fetched", 3 * 86400, 3 * 86400),
+    ("not_modified", 7 * 86400, 7 * 86400),
+    ("fetched", None, 5 * 86400),  # no interval yet: the default (5 days here)
+    ("redirect", 86400, 86400),
+    ("gone", 86400, 30 * 86400),
+    ("too_large", 86400, 30 * 86400),
+    ("filtered_type", None, 30 * 86400),
+    ("timeout", 86400, 86400),
+    ("http_error", 9 * 86400, 86400),
+    ("robots_denied", 86400, 20 * 86400),
+    ("retry_later", 86400, 0),  # deferred by politeness: due again at once
+    ("skipped_budget", 86400, 0),
+]
+
+
+@pytest.mark.parametrize(("status", "interval_s", "want"), NEXT_FETCH_CASES)
+def test_next_fetch_after_a_fetch(status, interval_s, want):
+    assert next_fetch_after(status, interval_s, RETRY, 5.0) == want
+
+
+@pytest.mark.spark
+def test_next_fetch_after_sql_agrees(spark):
+    df = spark.createDataFrame([(s, i) for s, i, _ in NEXT_FETCH_CASES],
+                               "status string, interval_s long")
+    got = [r["w"] for r in df.selectExpr(
+        f"{next_fetch_after_sql('status', 'interval_s', RETRY, 5.0)} AS w").collect()]
+    assert got == [w for _, _, w in NEXT_FETCH_CASES]
+
+
+def test_retry_intervals_come_from_the_updatedb_section():
+    from recrawl.config import load_config
+
+    got = RetryIntervals.from_section(load_config(environ={}).section("updatedb"))
+    assert got == RetryIntervals(30.0, 1.0, 30.0)
