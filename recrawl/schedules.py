@@ -164,6 +164,24 @@ class ChangeRateOptimalSchedule(_Bounds):
     def _weight(self, w: float | None) -> float:
         return self.default_weight if w is None or w != w else max(self.weight_floor, float(w))
 
+    def page_weight(self, score: float | None, mean_score: float | None) -> float:
+        """A page's weight from its stored PageRank score: score / the mean score over the
+        budget's pages (our PageRank sums to 1, so raw scores shrink as the crawl grows),
+        floored; `default_weight` when the page or the crawl has no scores."""
+        if score is None or mean_score is None or not mean_score > 0:
+            return self.default_weight
+        return self._weight(score / mean_score)
+
+    def page_weight_sql(self, score: str, mean_score: float | None) -> str:
+        """`page_weight` over a score column, in Spark SQL."""
+        if mean_score is None or not mean_score > 0:
+            return f"CAST({float(self.default_weight)!r} AS DOUBLE)"
+        # CASE, not coalesce(greatest(...)): greatest skips NULLs (Spark and DuckDB), which gave
+        # an unscored page the floor instead of an average page's weight
+        return (f"CASE WHEN {score} IS NULL THEN {float(self.default_weight)!r} "
+                f"ELSE greatest(CAST({score} AS DOUBLE) / {float(mean_score)!r}, "
+                f"{float(self.weight_floor)!r}) END")
+
     def _clip_freq(self, f: float) -> float:
         return min(1.0 / self.min_interval_days, max(1.0 / self.max_interval_days, f))
 

@@ -169,7 +169,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         stored = pop.where(f"NOT ({todo_cond}) AND change_rate IS NOT NULL").withColumn(
             "rate", F.col("change_rate")
         )
-        weight = _weight_col(mean_score, policy.weight_floor)
+        weight = F.expr(policy.page_weight_sql("score", mean_score))
         hist = (
             fresh.unionByName(stored)
             .select("rate", weight.alias("w"))
@@ -202,7 +202,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     def interval_s(rate, score, interval_s_now, changed, fetch_count, followed):
         if followed:  # its signal decides; the verification visit comes at the cap
             return interval_seconds(defer_days)
-        w = None if score is None or mean_score is None else score / mean_score
+        # only the optimal policy weighs pages (mean_score is set for it alone)
+        w = None if mean_score is None else policy.page_weight(score, mean_score)
         page = PageState(
             interval_days=None if interval_s_now is None else interval_s_now / SECONDS_PER_DAY,
             changed=changed,
@@ -313,14 +314,3 @@ def load_oracle_rates(path: str) -> dict[str, float]:
     if not isinstance(data, dict):
         raise ValueError(f"schedule.oracle_rates: {path} must hold a JSON object url -> rate")
     return {str(k): float(v) for k, v in data.items()}
-
-
-def _weight_col(mean_score: float | None, floor: float):
-    """Importance of a page for the histogram: score / mean score, 1.0 when unscored."""
-    from pyspark.sql import functions as F  # lazy: pyspark
-
-    if mean_score is None:
-        return F.lit(1.0)
-    return F.coalesce(
-        F.greatest(F.col("score") / F.lit(float(mean_score)), F.lit(float(floor))), F.lit(1.0)
-    )

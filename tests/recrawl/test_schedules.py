@@ -6,6 +6,7 @@ import math
 import random
 import time
 
+import duckdb
 import numpy as np
 import pytest
 
@@ -390,3 +391,21 @@ def test_retry_intervals_come_from_the_updatedb_section():
 
     got = RetryIntervals.from_section(load_config(environ={}).section("updatedb"))
     assert got == RetryIntervals(30.0, 1.0, 30.0)
+
+
+@pytest.mark.parametrize(("score", "mean", "want"), [
+    (0.002, 0.001, 2.0),
+    (None, 0.001, 1.0),  # unscored page: an average one
+    (0.002, None, 1.0),  # a crawl without scores
+    (0.0, 0.001, 1e-6),  # floored: no page is worth nothing
+    (0.002, 0.0, 1.0),
+])
+def test_page_weight_and_its_sql_twin(score, mean, want):
+    # one rule for the driver's histogram (SQL) and the per-page UDF (Python); the SQL once
+    # gave an unscored page the floor (greatest skips NULLs) where the UDF gave it 1.0
+    policy = ChangeRateOptimalSchedule()
+    assert policy.page_weight(score, mean) == pytest.approx(want)
+    got = duckdb.connect().execute(
+        f"SELECT {policy.page_weight_sql('s', mean)} FROM (SELECT ?::DOUBLE AS s)", [score]
+    ).fetchone()[0]
+    assert got == pytest.approx(want)
