@@ -16,16 +16,36 @@ CSV file beside the tables, not a Delta table, which `write_reference_rates` wri
 `reference_rates_file` finds without a connection; `rate_rank_correlation` returns one pair.
 
 Only numbers here: drawing them (series, colours, matplotlib plots) is `recrawl.charts`.
+Change rates and freshness live in `recrawl.analytics_rates`, change signals in
+`recrawl.analytics_signals`; this module re-exports them, so `recrawl.analytics` stays the
+analysts' one namespace.
 """
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 
-from recrawl.config import default, local_path
+from recrawl.analytics_rates import (  # noqa: F401 (the analysts' one namespace)
+    AGE_EDGES,
+    CHANGE_RATE_EDGES,
+    REFERENCE_RATES,
+    change_rate_distribution,
+    change_rates,
+    freshness,
+    rate_rank_correlation,
+    rate_vs_truth,
+    reference_rates_file,
+    write_reference_rates,
+)
+from recrawl.analytics_signals import (  # noqa: F401 (the analysts' one namespace)
+    FETCH_REASONS,
+    SIGNAL_CLASSES,
+    fetch_reasons_per_round,
+    freshness_by_signal_class,
+    signal_trust_per_host,
+)
+from recrawl.analytics_sql import has_columns, has_tables, rows, sql_in  # noqa: F401
+from recrawl.config import default
 from recrawl.crawldb_rules import (
     FETCH_STATUSES,  # noqa: F401 (notebooks use an.FETCH_STATUSES)
     SUCCESS,
@@ -34,51 +54,6 @@ from recrawl.crawldb_rules import (
 )
 from recrawl.politeness import host_delay_sql
 from recrawl.units import SECONDS_PER_DAY
-
-# Change-rate buckets (changes per day): ~monthly, weekly, every few days, daily, hourly-ish.
-CHANGE_RATE_EDGES = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
-# Age buckets for freshness, in days since the last successful fetch.
-AGE_EDGES = (1.0, 3.0, 7.0, 30.0)
-# fetch_list.reason: why generate chose a URL (recrawl.schemas.FETCH_REASONS, without pyspark).
-FETCH_REASONS = ("signal", "new", "due", "fill")
-# Hosts by what their change signals are worth to the scheduler (freshness_by_signal_class).
-SIGNAL_CLASSES = ("trusted", "probed-untrusted", "no signals")
-# True change rates known for a crawl's URLs (a simulated web's truth, or a study's ground
-# truth), kept beside its tables: `url,true_rate` (changes per day), one row per URL.
-REFERENCE_RATES = "reference_rates.csv"
-
-
-def rows(con, sql: str, params: Sequence | None = None) -> list[dict]:
-    """Run `sql` and return its rows as dicts (column name -> value)."""
-    cur = con.execute(sql, list(params) if params is not None else None)
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-
-
-def has_tables(con, *names: str) -> bool:
-    """True when every named table (view) exists in the connection's current schema."""
-    have = {
-        r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
-        ).fetchall()
-    }
-    return all(n in have for n in names)
-
-
-def has_columns(con, table: str, *columns: str) -> bool:
-    """True when the table (view) exists and has every named column: a table created before a
-    column was added lacks it until `crawler init` adds it (docs/tables.md)."""
-    have = {
-        r[0] for r in con.execute(
-            "SELECT column_name FROM information_schema.columns "
-            "WHERE table_schema = current_schema() AND table_name = ?", [table]
-        ).fetchall()
-    }
-    return bool(have) and all(c in have for c in columns)
-
-
-def _in(values: Sequence[str]) -> str:
-    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
 # Rounds in display order: every round id seen in fetches or rounds, with its logical date.
@@ -203,7 +178,7 @@ def throughput_per_round(con) -> list[dict]:
         t AS (
           SELECT round_id, count(*) AS attempts,
                  count(*) FILTER (WHERE fetch_status = 'fetched') AS fetched,
-                 count(*) FILTER (WHERE fetch_status IN ({_in(SUCCESS)})) AS successful,
+                 count(*) FILTER (WHERE fetch_status IN ({sql_in(SUCCESS)})) AS successful,
                  min(fetch_time) AS first_fetch, max(fetch_time) AS last_fetch,
                  (epoch_us(max(fetch_time)) - epoch_us(min(fetch_time))) / 1e6 AS seconds,
                  avg(duration_ms) AS mean_duration_ms,
@@ -240,7 +215,7 @@ def new_vs_changed_per_round(con, trivial_distance: int | None = None) -> list[d
                  p.content_hash, p.simhash
           FROM fetches f JOIN round_order o USING (round_id)
           LEFT JOIN pages p ON p.round_id = f.round_id AND p.url = f.url
-          WHERE f.fetch_status IN ({_in(SUCCESS)})
+          WHERE f.fetch_status IN ({sql_in(SUCCESS)})
         ),
         seq AS (
           SELECT *, row_number() OVER w AS nth,
@@ -370,333 +345,6 @@ def retry_later_per_round(con) -> list[dict]:
                count(DISTINCT f.host) FILTER (WHERE f.fetch_status = 'retry_later') AS hosts
         FROM round_order o LEFT JOIN fetch_hosts f USING (round_id)
         GROUP BY o.round_id, o.logical_date ORDER BY o.logical_date NULLS LAST, o.round_id""")
-
-
-def _bucket_sql(column: str, edges: Sequence[float], unit: str) -> tuple[str, list[str]]:
-    """A CASE expression numbering `column`'s bucket, and the buckets' labels."""
-    labels = [f"< {edges[0]:g}{unit}"]
-    labels += [f"{lo:g}–{hi:g}{unit}" for lo, hi in zip(edges, edges[1:], strict=False)]
-    labels.append(f"≥ {edges[-1]:g}{unit}")
-    whens = " ".join(f"WHEN {column} < {e!r} THEN {i}" for i, e in enumerate(edges))
-    return f"CASE {whens} ELSE {len(edges)} END", labels
-
-
-def change_rate_distribution(con, edges: Sequence[float] = CHANGE_RATE_EDGES) -> list[dict]:
-    """How often pages change, and how often the schedule revisits them: per change-rate bucket
-    (estimated changes per day), the URLs and the median revisit interval chosen for them
-    (`fetch_interval_s` in days; None for an empty bucket).
-
-    Only URLs with an estimate (fetched at least once by the schedule step). Every bucket is
-    listed, empty ones with 0, lowest rate first.
-    """
-    if not has_tables(con, "crawldb"):
-        return []
-    case, labels = _bucket_sql("change_rate", edges, "/d")
-    rows = {b: (n, med) for b, n, med in con.execute(
-        f"SELECT {case} AS b, count(*), median(fetch_interval_s / {float(SECONDS_PER_DAY)}) FROM crawldb "
-        "WHERE change_rate IS NOT NULL GROUP BY b"
-    ).fetchall()}
-    bounds = [None, *edges, None]
-    return [
-        {"bucket": label, "low": bounds[i], "high": bounds[i + 1],
-         "urls": rows.get(i, (0, None))[0], "median_interval_d": rows.get(i, (0, None))[1]}
-        for i, label in enumerate(labels)
-    ]
-
-
-def change_rates(con) -> list[float]:
-    """Every URL's estimated change rate (changes per day), for histograms."""
-    if not has_tables(con, "crawldb"):
-        return []
-    return [r[0] for r in con.execute(
-        "SELECT change_rate FROM crawldb WHERE change_rate IS NOT NULL ORDER BY change_rate"
-    ).fetchall()]
-
-
-def write_reference_rates(home: str, rates: Mapping[str, float]) -> Path:
-    """Write known true change rates (URL -> changes per day) as the crawl home's reference
-    file (`REFERENCE_RATES`); a local crawl home only. The demos write simweb's truth here."""
-    root = local_path(home)
-    if root is None:
-        raise ValueError(f"reference rates are kept in a local crawl home, not {home}")
-    path = root / REFERENCE_RATES
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
-        out.writerow(["url", "true_rate"])
-        out.writerows((url, repr(float(rate))) for url, rate in sorted(rates.items()))
-    return path
-
-
-def reference_rates_file(home: str) -> str | None:
-    """The crawl home's reference file when the home is local and holds one, else None."""
-    root = local_path(home)
-    path = None if root is None else root / REFERENCE_RATES
-    return str(path) if path is not None and path.is_file() else None
-
-
-# A URL listed twice counts once (at its mean rate).
-_REFERENCE = """r AS (SELECT url, avg(true_rate) AS true_rate FROM read_csv(?, header = true,
-                       columns = {'url': 'VARCHAR', 'true_rate': 'DOUBLE'}) GROUP BY url),
-    held AS (SELECT r.true_rate, c.change_rate, c.fetch_interval_s / 86400.0 AS interval_d
-             FROM r JOIN crawldb c USING (url) WHERE c.status = 'fetched')"""
-
-
-def rate_vs_truth(con, reference: str, edges: Sequence[float] = CHANGE_RATE_EDGES) -> list[dict]:
-    """The schedule's estimates against known true rates (`reference`: a REFERENCE_RATES file).
-
-    Per true-rate bucket (the buckets of `change_rate_distribution`), over the URLs held
-    (crawldb status `fetched`) that the file names: URLs, those with an estimate yet, and the
-    medians of the true rate, the estimated rate (`change_rate`) and the revisit interval the
-    schedule chose (days). Every bucket is listed, lowest rate first.
-    """
-    if not has_tables(con, "crawldb"):
-        return []
-    case, labels = _bucket_sql("true_rate", edges, "/d")
-    got = {r[0]: r[1:] for r in _reference_query(con, reference, f"""
-        SELECT {case} AS b, count(*), count(change_rate), median(true_rate),
-               median(change_rate), median(interval_d)
-        FROM held GROUP BY b""")}
-    out = []
-    for i, label in enumerate(labels):
-        urls, estimated, true, est, interval = got.get(i, (0, 0, None, None, None))
-        out.append({"bucket": label, "urls": urls, "estimated_urls": estimated,
-                    "median_true_rate": true, "median_estimated_rate": est,
-                    "median_interval_d": interval})
-    return out
-
-
-def rate_rank_correlation(con, reference: str) -> tuple[float | None, int]:
-    """Spearman's rank correlation of estimated and true rates over the held URLs with an
-    estimate (ties get their mean rank), and how many URLs it is over; None below 3 URLs or
-    when either side is constant."""
-    if not has_tables(con, "crawldb"):
-        return None, 0
-    [(rho, n)] = _reference_query(con, reference, """,
-        j AS (SELECT true_rate AS x, change_rate AS y FROM held WHERE change_rate IS NOT NULL),
-        k AS (SELECT rank() OVER (ORDER BY x) + (count(*) OVER (PARTITION BY x) - 1) / 2.0 AS rx,
-                     rank() OVER (ORDER BY y) + (count(*) OVER (PARTITION BY y) - 1) / 2.0 AS ry
-              FROM j)
-        SELECT corr(rx, ry), count(*) FROM k""")
-    ok = n >= 3 and rho is not None and rho == rho  # NaN when a side is constant
-    return (float(rho) if ok else None), int(n)
-
-
-def _reference_query(con, reference: str, rest: str) -> list[tuple]:
-    """`WITH r, held` (the reference file joined to crawldb) then `rest`; a file that is not
-    a reference-rates file is a ValueError saying so."""
-    import duckdb  # lazy: the fast path's engine, as in recrawl.fastsql
-
-    try:
-        return con.execute(f"WITH {_REFERENCE}{rest}", [reference]).fetchall()
-    except duckdb.Error as e:
-        first = str(e).strip().splitlines()[0]
-        raise ValueError(f"{reference} is not a reference-rates file (a header url,true_rate, "
-                         f"then a URL and its changes per day on each line): {first}") from e
-
-
-def freshness(con, edges: Sequence[float] = AGE_EDGES) -> list[dict]:
-    """Age of the stored copies at the last round's logical date: URLs per age bucket.
-
-    Also counts URLs overdue (next_fetch_time before that date) in each bucket. URLs never
-    fetched successfully form the last bucket, `never`.
-    """
-    if not has_tables(con, "crawldb", "rounds"):
-        return []
-    as_of = con.execute("SELECT max(logical_date) FROM rounds").fetchone()[0]
-    if as_of is None:
-        return []
-    age = f"(epoch(CAST(? AS TIMESTAMP)) - epoch(last_fetch_time)) / {float(SECONDS_PER_DAY)}"
-    case, labels = _bucket_sql(age, edges, " d")
-    # The `age` placeholder appears once per edge in the CASE expression.
-    params = [as_of] * len(edges) + [as_of]
-    got = {
-        r[0]: (r[1], r[2]) for r in con.execute(
-            f"""SELECT CASE WHEN last_fetch_time IS NULL THEN -1 ELSE {case} END AS b,
-                       count(*), count(*) FILTER (WHERE next_fetch_time < CAST(? AS TIMESTAMP))
-                FROM crawldb GROUP BY b""", params
-        ).fetchall()
-    }
-    out = [{"bucket": label, "urls": got.get(i, (0, 0))[0], "overdue": got.get(i, (0, 0))[1]}
-           for i, label in enumerate(labels)]
-    out.append({"bucket": "never", "urls": got.get(-1, (0, 0))[0], "overdue": got.get(-1, (0, 0))[1]})
-    return out
-
-
-# --- change signals (docs/freshness.md, "Change signals"; recrawl/signal_trust.py) ---------------
-
-_CRAWLDB_SIGNAL_COLUMNS = ("signal_time", "signal_precision_s")
-_HOST_SIGNAL_COLUMNS = (
-    "signal_tp", "signal_fp", "signal_fn", "signal_tn", "signal_precision", "signal_recall",
-    "signal_trusted", "signal_defer", "signals_read_at", "lm_trusted",
-)
-# The last round's logical date, the origin of ages and of the future-date tolerance.
-_AS_OF = "as_of AS (SELECT CAST(max(logical_date) AS TIMESTAMP) AS t FROM rounds)"
-
-
-def _signalled_changed_sql(tolerance_days: float) -> str:
-    """recrawl.signal_trust.signalled_changed over crawldb joined to `as_of`, in DuckDB: the
-    newest signal's interval (signal_time, signal_precision_s wide, at least a second) reaches
-    past the copy's fetch time, and the signal is no date beyond the last round plus the
-    tolerance (that is a lie, not a signal). False (not NULL) without a signal or a copy."""
-    return (f"coalesce(epoch_us(signal_time) + 1000000 * greatest(1, coalesce(signal_precision_s, 1))"
-            f" > epoch_us(last_fetch_time) AND epoch_us(signal_time) <= "
-            f"epoch_us(as_of.t) + {round(float(tolerance_days) * SECONDS_PER_DAY * 1e6)}, false)")
-
-
-def _signal_sources_sql(con) -> str:
-    """signal_sources, or an empty stand-in where it is missing (a crawl home made before
-    change signals; object storage homes are probed for the contract tables only)."""
-    if has_tables(con, "signal_sources"):
-        return "signal_sources"
-    return ("(SELECT NULL::VARCHAR AS host, NULL::VARCHAR AS kind, NULL::TIMESTAMP AS read_at "
-            "WHERE false)")
-
-
-def _signal_fetches_sql(con) -> str:
-    """fetch_list rows that generate chose for a change signal, or none when the table or its
-    `reason` column is missing."""
-    if has_columns(con, "fetch_list", "round_id", "host", "reason"):
-        return "(SELECT round_id, host FROM fetch_list WHERE reason = 'signal')"
-    return "(SELECT NULL::VARCHAR AS round_id, NULL::VARCHAR AS host WHERE false)"
-
-
-def signal_trust_per_host(con, top: int | None = None,
-                          future_tolerance_days: float = 1.0) -> list[dict]:
-    """Per host: its change-signal sources, the trust its signals earned, and what they did.
-
-    Columns: `sources` (sitemaps and feeds in signal_sources) and their `kinds`; the decayed
-    check counts `tp`, `fp`, `fn`, `tn` (a revisit of a URL the host lists: signalled and
-    changed, signalled but unchanged or a future date, changed but not signalled, neither) and
-    `checks` (their sum); `precision` and `recall` (hosts.signal_precision / signal_recall, the
-    Beta(1, 1) means the crawler decided with: (tp + 1) / (tp + fp + 2), (tp + 1) / (tp + fn + 2));
-    the verdicts `trusted` (its signalled changes go first), `defer` (its URLs fresh by their
-    signal may wait) and `lm_trusted` (Last-Modified moves with content); `signalled_urls`
-    (crawldb URLs with a signal), `changed_since_fetch` (of them, those whose signal says the
-    page changed after our copy was fetched: signal_time + signal_precision_s seconds later than
-    last_fetch_time, the signal no more than `future_tolerance_days` after the last round's
-    logical date, as `signals.future_tolerance_days`), `signal_fetches` (fetch_list rows of the
-    last round chosen for a signal, reason `signal`) and `signals_read_at`.
-
-    Hosts with neither a source nor a check (nor a URL with a signal) are left out; most
-    evidence first. `top`: keep the first `top` hosts (None: all). Empty when crawldb or hosts
-    lack the signal columns (tables created before change signals).
-    """
-    if not (has_tables(con, "rounds")
-            and has_columns(con, "crawldb", "host", "last_fetch_time", *_CRAWLDB_SIGNAL_COLUMNS)
-            and has_columns(con, "hosts", "host", *_HOST_SIGNAL_COLUMNS)):
-        return []
-    limit = f"LIMIT {int(top)}" if top else ""
-    return rows(con, f"""
-        WITH {_AS_OF},
-        last_round AS (SELECT arg_max(round_id, (logical_date, round_id)) AS round_id FROM rounds),
-        src AS (SELECT host, count(*) AS sources, list(DISTINCT kind ORDER BY kind) AS kinds
-                FROM {_signal_sources_sql(con)} GROUP BY host),
-        urls AS (SELECT host, count(*) AS signalled_urls,
-                        count(*) FILTER (WHERE {_signalled_changed_sql(future_tolerance_days)})
-                          AS changed_since_fetch
-                 FROM crawldb, as_of WHERE signal_time IS NOT NULL GROUP BY host),
-        fetched AS (SELECT host, count(*) AS signal_fetches FROM {_signal_fetches_sql(con)}
-                    WHERE round_id = (SELECT round_id FROM last_round) GROUP BY host),
-        h AS (SELECT host, signal_tp AS tp, signal_fp AS fp, signal_fn AS fn, signal_tn AS tn,
-                     coalesce(signal_tp, 0) + coalesce(signal_fp, 0) + coalesce(signal_fn, 0)
-                       + coalesce(signal_tn, 0) AS checks,
-                     signal_precision AS precision, signal_recall AS recall,
-                     coalesce(signal_trusted, false) AS trusted,
-                     coalesce(signal_defer, false) AS defer, lm_trusted, signals_read_at
-              FROM hosts),
-        every AS (SELECT host FROM h UNION SELECT host FROM src UNION SELECT host FROM urls)
-        SELECT e.host, coalesce(s.sources, 0) AS sources, coalesce(s.kinds, []) AS kinds,
-               h.precision, h.recall, coalesce(h.trusted, false) AS trusted,
-               coalesce(h.defer, false) AS defer, h.lm_trusted,
-               h.tp, h.fp, h.fn, h.tn, coalesce(h.checks, 0) AS checks,
-               coalesce(u.signalled_urls, 0) AS signalled_urls,
-               coalesce(u.changed_since_fetch, 0) AS changed_since_fetch,
-               coalesce(f.signal_fetches, 0) AS signal_fetches, h.signals_read_at
-        FROM every e LEFT JOIN h USING (host) LEFT JOIN src s USING (host)
-        LEFT JOIN urls u USING (host) LEFT JOIN fetched f USING (host)
-        WHERE coalesce(s.sources, 0) > 0 OR coalesce(h.checks, 0) > 0
-           OR coalesce(u.signalled_urls, 0) > 0
-        ORDER BY checks DESC, sources DESC, signalled_urls DESC, e.host {limit}""")
-
-
-def fetch_reasons_per_round(con) -> list[dict]:
-    """Per round: the fetch-list rows by why generate chose them (`signal`: a change signal,
-    trusted or probed; `new`: never fetched; `due`: the policy's revisit; `fill`: a page not
-    yet due filling the round; `unknown`: rows written before the column existed), `generated`
-    (all of them) and `signal_requests`, the signals step's sitemap and feed reads (rounds
-    counts `signals.requests`; None where the round did not record it), which come out of the
-    same budget. Empty when fetch_list has no `reason` column."""
-    if not (has_tables(con, "rounds") and has_columns(con, "fetch_list", "round_id", "reason")):
-        return []
-    known = _in(FETCH_REASONS)
-    per_reason = ",\n".join(f"count(*) FILTER (WHERE reason = '{r}') AS {r}" for r in FETCH_REASONS)
-    coalesced = ", ".join(f"coalesce(l.{r}, 0) AS {r}" for r in FETCH_REASONS)
-    return rows(con, f"""
-        WITH round_order AS (
-          SELECT round_id, max(logical_date) AS logical_date FROM (
-            SELECT round_id, logical_date FROM rounds
-            UNION ALL SELECT DISTINCT round_id, NULL::DATE FROM fetch_list
-          ) GROUP BY round_id
-        ),
-        l AS (SELECT round_id, {per_reason},
-                     count(*) FILTER (WHERE reason IS NULL OR reason NOT IN ({known})) AS unknown,
-                     count(*) AS generated
-              FROM fetch_list GROUP BY round_id)
-        SELECT o.round_id, o.logical_date, {coalesced}, coalesce(l.unknown, 0) AS unknown,
-               coalesce(l.generated, 0) AS generated,
-               r.counts['signals.requests'] AS signal_requests
-        FROM round_order o LEFT JOIN l USING (round_id) LEFT JOIN rounds r USING (round_id)
-        ORDER BY o.logical_date NULLS LAST, o.round_id""")
-
-
-def freshness_by_signal_class(con, future_tolerance_days: float = 1.0) -> list[dict]:
-    """A freshness proxy per signal class of host, over the held pages (crawldb status
-    `fetched`), at the last round's logical date.
-
-    Classes, from the hosts columns: `trusted` (signal_trusted: its signalled changes go
-    first), `probed-untrusted` (its sources answered or revisits checked its signals, but it is
-    not trusted, yet or any more: a few of its signalled changes per round go first, as probes)
-    and `no signals` (neither, or no hosts row). Per class: `hosts` and `pages` held,
-    `changed_share` (of the pages whose last fetch could tell, the share that found a
-    meaningful change, crawldb.last_changed), `mean_age_d` (mean days since the last fetch),
-    `mean_change_rate` (mean estimated changes per day) and `stale_by_signal` (pages whose own
-    signal says they changed after our copy, as in `signal_trust_per_host`).
-
-    This is not freshness. Freshness is the share of stored copies still equal to the live
-    page, which needs the web's truth (benchmarks/pipeline_freshness.py measures it on simweb,
-    docs/freshness.md). Without it, a revisit that found a change shows a copy that had gone
-    stale, and age times rate says how stale copies may be; `stale_by_signal` is a lower bound
-    on the stale copies a host's own signals admit. Every class is listed, in SIGNAL_CLASSES
-    order (an empty one with 0 pages and None means). Empty when the signal columns are missing.
-    """
-    if not (has_tables(con, "rounds")
-            and has_columns(con, "crawldb", "host", "status", "last_fetch_time", "last_changed",
-                            "change_rate", *_CRAWLDB_SIGNAL_COLUMNS)
-            and has_columns(con, "hosts", "host", *_HOST_SIGNAL_COLUMNS)):
-        return []
-    trusted, probed, none = SIGNAL_CLASSES
-    got = {r["signal_class"]: r for r in rows(con, f"""
-        WITH {_AS_OF},
-        cls AS (SELECT host, CASE
-                  WHEN coalesce(signal_trusted, false) THEN '{trusted}'
-                  WHEN signals_read_at IS NOT NULL OR coalesce(signal_tp, 0) + coalesce(signal_fp, 0)
-                       + coalesce(signal_fn, 0) + coalesce(signal_tn, 0) > 0 THEN '{probed}'
-                  ELSE '{none}' END AS signal_class
-                FROM hosts),
-        held AS (SELECT c.*, coalesce(k.signal_class, '{none}') AS signal_class
-                 FROM crawldb c LEFT JOIN cls k USING (host) WHERE c.status = 'fetched')
-        SELECT signal_class, count(DISTINCT host) AS hosts, count(*) AS pages,
-               avg(CASE WHEN last_changed THEN 1.0 WHEN NOT last_changed THEN 0.0 END)
-                 AS changed_share,
-               avg((epoch_us(as_of.t) - epoch_us(last_fetch_time)) / {SECONDS_PER_DAY * 1e6}) AS mean_age_d,
-               avg(change_rate) AS mean_change_rate,
-               count(*) FILTER (WHERE {_signalled_changed_sql(future_tolerance_days)})
-                 AS stale_by_signal
-        FROM held, as_of GROUP BY signal_class""")}
-    empty = {"hosts": 0, "pages": 0, "changed_share": None, "mean_age_d": None,
-             "mean_change_rate": None, "stale_by_signal": 0}
-    return [{"signal_class": c, **empty, **got.get(c, {})} for c in SIGNAL_CLASSES]
 
 
 def top_pages_by_pagerank(con, top: int = 20) -> list[dict]:

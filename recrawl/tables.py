@@ -26,7 +26,7 @@ from recrawl.schemas import TABLES, TableSpec
 
 def sql_str(value: str) -> str:
     """A Spark SQL string literal, quotes and backslashes escaped (the one escaping rule for
-    values spliced into Spark SQL; DuckDB's is recrawl.analytics._in)."""
+    values spliced into Spark SQL; DuckDB's is recrawl.analytics_sql.sql_in)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 

@@ -114,7 +114,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # On a trap host only pages already fetched are refreshed; new URLs wait (or never come).
     trap_block = F.expr(blocked_sql("trap", "status"))
 
-    scores_fresh, mode = _scores_mode(spark, cfg, now_logical)
+    mode = _scores_mode(spark, cfg, now_logical)
     damping = float(cfg.get("pagerank.damping"))
     priority = F.expr(priority_sql(
         mode, ts_lit(now_logical), damping, float(g["staleness_cap"])
@@ -450,8 +450,8 @@ def live_marks(spark, cfg: Config, round_id: str, expiry: dt.datetime):
     )
 
 
-def _scores_mode(spark, cfg: Config, now: dt.datetime) -> tuple[bool, str]:
-    """Use PageRank priorities only when scores exist and are recent enough."""
+def _scores_mode(spark, cfg: Config, now: dt.datetime) -> str:
+    """"pagerank" priorities when scores exist and are recent enough, else "bfs"."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
     from recrawl.tables import read  # lazy: pyspark (via recrawl.tables)
@@ -459,5 +459,5 @@ def _scores_mode(spark, cfg: Config, now: dt.datetime) -> tuple[bool, str]:
     latest = read(spark, cfg, "scores").agg(F.max("computed_at")).first()[0]
     max_age = dt.timedelta(days=cfg.get("generate.max_score_age_days"))
     if latest is None or latest < now - max_age:
-        return False, "bfs"
-    return True, "pagerank"
+        return "bfs"
+    return "pagerank"

@@ -211,10 +211,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             score=w,
             fetch_count=fetch_count or 0,
         )
-        days = policy.next_interval(page, ctx)
-        if not math.isfinite(days):  # defensive: bounds make this unreachable
-            days = policy.max_interval_days
-        return interval_seconds(days)
+        return interval_seconds(policy.next_interval(page, ctx))
 
     interval_udf = F.udf(interval_s, "bigint")
     result = (

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from recrawl import analytics, fastsql, report
+from recrawl import analytics, fastsql, report, report_html
 from tests.chromium import chromium_or_skip
 from tests.sample_crawl import EXPECTED, NOW, SLOW, XSS_TITLE, config_for, sample_home
 
@@ -177,7 +177,7 @@ def test_bar_chart_marks_every_bar_and_escapes_labels():
         ("r1", "fetched", "3"), ("r1", "gone", "1"), ("<r2>", "fetched", "4"), ("<r2>", "gone", "0")]
     assert "<r2>" not in html and "&lt;r2&gt;" in html
     assert "No data yet." in report.bar_chart("e", [], [])
-    assert report._nice_max(15, integer=True) == (15, 5) and report._nice_max(2, True) == (2, 1)
+    assert report_html.nice_max(15, integer=True) == (15, 5) and report_html.nice_max(2, True) == (2, 1)
 
 
 # ---------------------------------------------------------------- the report, in a browser
