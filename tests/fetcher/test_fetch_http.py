@@ -75,6 +75,7 @@ def test_server_closing_idle_connection_is_noticed_before_sending():
     ex = get(c)
     assert ex.complete and ex.error is None and ex.body == b"ok"
     assert srv.requests == 2 and len(set(srv.peers)) == 2  # the second on a new connection
+    srv.sock.close()
 
 
 class _ClosingServer:
