@@ -43,6 +43,29 @@ def clock() -> Callable[[], float]:
     return lambda: time.monotonic() - t0
 
 
+class SimClock:
+    """A clock that stands still until told to move (``advance``), for timing without a timer.
+
+    Given to a Fetcher and its test server, the server says how long each response took
+    (``advance`` in its handler) and the fetcher's budget and deadlines are counted in those
+    simulated seconds, not in how fast the machine happens to be. The fetcher waits for a
+    politeness delay on a real timer, re-reading the clock, and this clock does not move on its
+    own: use it with ``min_delay_s=0`` and no back-off or Retry-After waits.
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self._now += seconds
+
+
 @pytest.fixture()
 def settings_factory() -> Callable[..., FetchSettings]:
     return local_settings

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import pytest
 
@@ -68,19 +67,30 @@ def test_invalid_tld_never_resolves_and_no_lookup_is_made():
 def test_each_name_is_looked_up_once_per_ttl_even_concurrently():
     calls = []
     now = [0.0]
+    arrived = threading.Semaphore(0)
+    all_arrived = []
+
+    class Arrivals(dict):
+        """The resolver's per-name locks: every caller takes its name's lock from here."""
+
+        def setdefault(self, key, default=None):
+            arrived.release()
+            return super().setdefault(key, default)
 
     def lookup(host):
         calls.append(host)
-        time.sleep(0.05)
+        if len(calls) == 1:  # answer once all eight callers are inside resolve(), waiting
+            all_arrived.append(all(arrived.acquire(timeout=30) for _ in range(8)))
         return ["93.184.216.34"]
 
     r = Resolver(lookup=lookup, ttl_s=10, clock=lambda: now[0])
+    r._locks = Arrivals()
     threads = [threading.Thread(target=r.resolve, args=("x.example",)) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert calls == ["x.example"]
+    assert calls == ["x.example"] and all_arrived == [True]
     now[0] = 11.0
     r.resolve("x.example")
     assert calls == ["x.example", "x.example"]

@@ -12,7 +12,7 @@ from warcio.archiveiterator import ArchiveIterator
 from fetcher import Fetcher, FetchItem
 from fetcher.classify import sha1_digest
 from fetcher.models import FETCH_COLUMNS
-from tests.fetcher.conftest import local_settings, response
+from tests.fetcher.conftest import SimClock, local_settings, response
 
 PAGE = b"<html><body>hello</body></html>"
 
@@ -365,20 +365,26 @@ def test_per_ip_mode_shares_one_queue_across_hosts(tmp_path, raw_server, clock):
 
 
 def test_time_budget_skips_what_cannot_finish(tmp_path, raw_server):
-    srv = raw_server(robots_then({}))
+    # Every response takes 10 s of simulated time, so the budget is spent by request count,
+    # however fast or slow the machine: a request starts only if now + deadline <= 50.
+    clock = SimClock()
+    answer = robots_then({})
+
+    def slow(path, headers):
+        clock.advance(10.0)
+        return answer(path, headers)
+
+    srv = raw_server(slow, clock)
     base = f"http://a.local.test:{srv.port}"
     items = [FetchItem(f"{base}/{i}") for i in range(20)]
-    t = time.monotonic()
-    out = run(tmp_path, items, min_delay_s=0.3, time_budget_s=2.0, request_deadline_s=0.5)
-    elapsed = time.monotonic() - t
+    out = run(tmp_path, items, min_delay_s=0.0, time_budget_s=50.0, request_deadline_s=15.0,
+              clock=clock)
     statuses = [r["fetch_status"] for r in out.rows]
-    assert "skipped_budget" in statuses and statuses[0] == "fetched"
-    fetched = statuses.count("fetched")
-    assert 3 <= fetched <= 6, statuses
-    assert statuses == ["fetched"] * fetched + ["skipped_budget"] * (20 - fetched)
-    assert elapsed <= 2.0 + 0.5 + 0.3
-    last_start = max(t for _, _, t in srv.log)
-    assert last_start - srv.log[0][2] <= 2.0 - 0.5 + 0.1
+    # robots.txt at 0, pages at 10, 20 and 30; one at 40 could not end by 50
+    assert statuses == ["fetched"] * 3 + ["skipped_budget"] * 17, statuses
+    assert [(r.path, r.received) for r in srv.served] == [
+        ("/robots.txt", 0.0), ("/0", 10.0), ("/1", 20.0), ("/2", 30.0)]
+    assert all(r.replied is not None and r.replied <= 50.0 for r in srv.served)  # ended in it
 
 
 @pytest.mark.parametrize("gzip_level", [1, 9])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import select
 import socket
 import threading
 import time
@@ -55,16 +56,61 @@ def test_keep_alive_reuses_one_connection(raw_server):
     assert len(ports) == 1
 
 
-def test_server_closing_idle_connection_is_noticed_before_sending(raw_server):
-    def once(path, h):
-        return response(body=b"ok", headers={"Connection": "close"})
-
-    srv = raw_server(once)
+def test_connection_close_header_drops_the_connection(raw_server):
+    srv = raw_server(lambda path, h: response(body=b"ok", headers={"Connection": "close"}))
     c = conn_to(srv.port)
     assert get(c).complete
-    time.sleep(0.05)
     ex = get(c)
     assert ex.complete and ex.error is None
+    assert [p for p, *_ in srv.log] == ["/", "/"]
+
+
+def test_server_closing_idle_connection_is_noticed_before_sending():
+    srv = _ClosingServer()
+    c = conn_to(srv.port)
+    assert get(c).complete and c._conn.sock is not None  # kept alive, as far as we know
+    assert srv.closed.acquire(timeout=30)  # the server closed it after its response
+    # once its FIN is here, the idle socket reads as closed; no timing assumed
+    assert select.select([c._conn.sock], [], [], 30)[0]
+    ex = get(c)
+    assert ex.complete and ex.error is None and ex.body == b"ok"
+    assert srv.requests == 2 and len(set(srv.peers)) == 2  # the second on a new connection
+    srv.sock.close()
+
+
+class _ClosingServer:
+    """Answers one keep-alive request per connection (no ``Connection: close``), then closes
+    the connection, as a server does with idle keep-alive connections; ``closed`` is released
+    once per closed connection."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        self.closed = threading.Semaphore(0)
+        self.requests = 0
+        self.peers: list[int] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, peer = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    head += data
+                if head:
+                    self.requests += 1
+                    self.peers.append(peer[1])
+                    conn.sendall(response(body=b"ok"))
+            self.closed.release()
 
 
 def test_body_cap_truncates_and_marks(raw_server):
@@ -89,54 +135,69 @@ def test_gzip_bomb_is_stopped_by_the_decoded_cap(raw_server):
 
 
 def test_never_answering_server_is_cut_by_the_read_timeout(raw_server):
-    srv = raw_server(lambda path, h: time.sleep(5) or None)
-    t = time.monotonic()
-    ex = get(conn_to(srv.port, read_timeout=0.5), deadline_s=10)
-    assert ex.error_kind == "timeout" and ex.status is None
-    assert time.monotonic() - t < 1.5
+    answer = threading.Event()  # the server answers nothing until the test is done
+    srv = raw_server(lambda path, h: answer.wait(30) and None)
+    try:
+        ex = get(conn_to(srv.port, read_timeout=0.5), deadline_s=10)
+    finally:
+        answer.set()
+    # given up while the server still held the request, by the read timeout (not the deadline)
+    assert ex.error_kind == "timeout" and ex.error == "timeout: read" and ex.status is None
+    assert ex.end - ex.start >= 0.5  # after waiting the read timeout out
 
 
-def _trickle_server(head: bytes, body_chunks: int, interval: float):
-    """A server that sends ``head`` byte by byte (if it trickles) then a slow body."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(4)
+class _Trickler:
+    """A server that sends ``head`` then ``body_chunks`` bytes one at a time, ``interval``
+    apart, and records whether the client closed the connection before it was done."""
 
-    def serve():
-        conn, _ = sock.accept()
+    def __init__(self, head: bytes, body_chunks: int, interval: float) -> None:
+        self.data = head + b"z" * body_chunks
+        self.interval = interval
+        self.sent = 0
+        self.done = threading.Event()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def cut(self) -> bool:
+        """The client left while bytes were still to come."""
+        return self.done.is_set() and self.sent < len(self.data)
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
         conn.recv(65536)
         try:
-            for b in head:
+            for b in self.data:
                 conn.sendall(bytes([b]))
-                time.sleep(interval)
-            for _ in range(body_chunks):
-                conn.sendall(b"z")
-                time.sleep(interval)
+                self.sent += 1
+                time.sleep(self.interval)  # the trickle itself, not a wait for the client
         except OSError:
-            pass
+            pass  # the client reset the connection
         finally:
             conn.close()
-            sock.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return sock.getsockname()[1]
+            self.sock.close()
+            self.done.set()
 
 
 def test_trickling_headers_cannot_outlast_the_deadline():
-    port = _trickle_server(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n" * 10, 0, 0.05)
-    t = time.monotonic()
-    ex = get(conn_to(port), deadline_s=1.0)
-    assert ex.error_kind == "timeout" and "deadline" in ex.error
-    assert time.monotonic() - t < 1.4
+    # 19 s of headers, each byte far within the read timeout: only the deadline can end it
+    srv = _Trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n" * 10, 0, 0.05)
+    ex = get(conn_to(srv.port, read_timeout=5.0), deadline_s=1.0)
+    assert ex.error_kind == "timeout" and ex.error == "timeout: deadline" and ex.status is None
+    assert srv.done.wait(30) and srv.cut  # the server was still trickling when we left
 
 
 def test_trickling_body_cannot_outlast_the_deadline():
-    port = _trickle_server(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", 1000, 0.02)
-    t = time.monotonic()
-    ex = get(conn_to(port), deadline_s=1.5)
-    assert ex.error_kind == "timeout" and ex.truncated == "time" and ex.status == 200
+    # 20 s of body after the head, each byte far within the read timeout
+    srv = _Trickler(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n", 1000, 0.02)
+    ex = get(conn_to(srv.port, read_timeout=5.0), deadline_s=1.5)
+    assert ex.error_kind == "timeout" and ex.error == "timeout: deadline"
+    assert ex.truncated == "time" and ex.status == 200
     assert 0 < len(ex.body) < 1000
-    assert time.monotonic() - t < 1.9
+    assert srv.done.wait(30) and srv.cut
 
 
 def test_short_body_then_close_is_a_disconnect_truncation():
@@ -202,7 +263,13 @@ def test_https_connects_to_the_checked_ip_with_sni_and_verifies_the_name(tmp_pat
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     seen: list[str | None] = []
-    ctx.sni_callback = lambda sslobj, name, c: seen.append(name)
+    greeted = threading.Event()
+
+    def sni(sslobj, name, c):
+        seen.append(name)
+        greeted.set()
+
+    ctx.sni_callback = sni
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(1)
@@ -222,7 +289,4 @@ def test_https_connects_to_the_checked_ip_with_sni_and_verifies_the_name(tmp_pat
     assert c.host_header == f"tls.local.test:{sock.getsockname()[1]}"
     ex = get(c)
     assert ex.error_kind == "connect" and "CERTIFICATE_VERIFY_FAILED" in ex.error
-    deadline = time.monotonic() + 2
-    while not seen and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert seen == ["tls.local.test"]
+    assert greeted.wait(30) and seen == ["tls.local.test"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-import time
+import types
 
 import pytest
 
@@ -250,12 +250,27 @@ def test_history_ddl_matches_the_table_schema():
     assert schemas.HISTORY.simpleString() == HISTORY_DDL
 
 
-def test_estimate_is_cheap_per_url():
-    rng = random.Random(1)
-    hist = [(rng.uniform(0.5, 5.0), rng.random() < 0.4) for _ in range(32)]
-    ts, cs = [t for t, _ in hist], [c for _, c in hist]
-    start = time.perf_counter()
-    for _ in range(2000):
-        estimate_rate(ts, cs)
-    per_call = (time.perf_counter() - start) / 2000
-    assert per_call < 1e-3  # ~50 us on a laptop core; generous for a loaded CI box
+def test_estimate_is_cheap_per_url(monkeypatch):
+    """What keeps an estimate at ~50 us (timing is for benchmarks): the irregular MLE takes a
+    handful of Newton steps, each a pass or two over the history, not its 100-step cap."""
+    import recrawl.changerate as changerate
+
+    calls = {"exp": 0, "expm1": 0}
+
+    def counted(name):
+        def f(x):
+            calls[name] += 1
+            return getattr(math, name)(x)
+        return f
+
+    counting = types.SimpleNamespace(**{k: getattr(math, k) for k in dir(math) if k[0] != "_"})
+    counting.exp, counting.expm1 = counted("exp"), counted("expm1")
+    monkeypatch.setattr(changerate, "math", counting)
+    for seed in range(1, 11):
+        rng = random.Random(seed)
+        hist = [(rng.uniform(0.5, 5.0), rng.random() < 0.4) for _ in range(32)]
+        ts, cs = [t for t, _ in hist], [c for _, c in hist]
+        calls.update(exp=0, expm1=0)
+        assert 0 < estimate_rate(ts, cs) < 10
+        assert 1 <= calls["exp"] <= 15, (seed, calls)  # one per Newton step (and the answer)
+        assert calls["expm1"] <= 30 * sum(cs), (seed, calls)  # passes over the changes

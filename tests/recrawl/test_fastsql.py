@@ -136,13 +136,10 @@ def test_cli_fast_path_needs_no_jvm(sample):
         "assert 'pyspark' not in sys.modules, 'pyspark imported'; sys.exit(rc)"
     )
     env = dict(os.environ, RECRAWL_CRAWL__HOME=sample.home, JAVA_HOME="/nonexistent")
-    started = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=120)
-    elapsed = time.monotonic() - started
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[:3] == ["status,n", "fetched,10", "unfetched,4"]
-    assert elapsed < 60  # ~1 s on an idle machine; generous for a loaded CI box
     bad = subprocess.run(
         [sys.executable, "-m", "app.cli", "sql", "--engine", "duckdb", "SELECT nope FROM crawldb"],
         capture_output=True, text=True, env=env, timeout=120)

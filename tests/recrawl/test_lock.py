@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -56,12 +57,25 @@ def test_lock_of_another_host_is_never_reclaimed(tmp_path):
     assert (tmp_path / lock.LOCK_NAME).exists()
 
 
-def test_waiting_writer_gets_the_lock_when_released(tmp_path):
+def test_waiting_writer_gets_the_lock_when_released(tmp_path, monkeypatch):
     path = lock.acquire(str(tmp_path), "round")
-    threading.Timer(0.5, lock.release, args=(path,)).start()
-    t0 = time.monotonic()
-    lock.release(lock.acquire(str(tmp_path), "updatedb", wait_s=5))
-    assert 0.4 < time.monotonic() - t0 < 4
+    refused, released, got = threading.Event(), threading.Event(), []
+
+    def pause(seconds):  # the waiter's pause between two attempts: until the lock is free
+        refused.set()
+        released.wait(30)
+
+    monkeypatch.setattr(lock, "time", SimpleNamespace(monotonic=time.monotonic, time=time.time,
+                                                     sleep=pause))
+    waiter = threading.Thread(
+        target=lambda: got.append(lock.acquire(str(tmp_path), "updatedb", wait_s=60)))
+    waiter.start()
+    assert refused.wait(30) and not got  # it found the lock held, and waits
+    lock.release(path)
+    released.set()
+    waiter.join(30)
+    assert got and got[0] is not None and json.loads(got[0].read_text())["verb"] == "updatedb"
+    lock.release(got[0])
 
 
 def test_object_store_homes_take_no_lock():
@@ -74,13 +88,16 @@ def test_cli_refuses_a_second_writer_in_one_line_before_starting_spark(tmp_path)
     path = lock.acquire(str(home), "round")  # held by this (live) test process
     try:
         env = dict(os.environ, RECRAWL_CRAWL__HOME=str(home))
-        t0 = time.monotonic()
-        out = subprocess.run([sys.executable, "-m", "app.cli", "updatedb", "--date",
-                              "2026-11-01"], capture_output=True, text=True, env=env, timeout=120)
+        # the verb as `crawler updatedb` runs it, then a look at whether Spark was started
+        code = ("import sys; from app.cli import main; "
+                "rc = main(['updatedb', '--date', '2026-11-01']); "
+                "from pyspark import SparkContext; "
+                "assert SparkContext._gateway is None, 'Spark was started'; sys.exit(rc)")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env, timeout=120)
         assert out.returncode == 2
         assert out.stderr.strip().count("\n") == 0, out.stderr
         assert "is in use by `crawler round`" in out.stderr
-        assert time.monotonic() - t0 < 15  # refused before any JVM starts
     finally:
         lock.release(path)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import http.client
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,18 @@ class Client:
         """GET an absolute sim URL."""
         host_port, _, path = url.removeprefix("http://").partition("/")
         return self.get(host_port.split(":")[0], "/" + path)
+
+
+def logged(web: SimWeb, done: Callable[[list[dict]], bool], timeout: float = 30.0) -> list[dict]:
+    """The request log once ``done(entries)`` holds. A record is written when its exchange ends,
+    which for a client that gave up (a hang, a dropped connection) is some time after the client
+    moved on; ``timeout`` only guards against a hang, the caller asserts on what it gets."""
+    deadline = time.monotonic() + timeout
+    while True:
+        entries = web.request_log()
+        if done(entries) or time.monotonic() > deadline:
+            return entries
+        time.sleep(0.01)
 
 
 @pytest.fixture(scope="module")
