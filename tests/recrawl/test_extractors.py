@@ -1,5 +1,5 @@
-"""The text extractor switch (parse.extractor), the CPU limit on extraction, and the input the
-extractors get. Small fixtures; no network, no Spark."""
+"""The text extractor switch (parse.extractor), the CPU limit on extraction, the input the
+extractors get, and the change rule across extractors. Small fixtures; no network, no Spark."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from recrawl import extract
 from recrawl.config import ConfigError, load_config
 from recrawl.cpu_limit import CpuLimitExceeded, cpu_limit
+from recrawl.crawldb_rules import meaningful_change
 from recrawl.extract import EXTRACTORS, LABELS, strip_raw_text
 from recrawl.parsing import parse_html
 
@@ -197,3 +198,20 @@ def test_xml_invalid_characters_are_removed_before_extraction(codec, bad, extrac
     page = parse_html(body, f"text/html; charset={codec}", URL, extractor=extractor)
     assert page.error is None
     assert "coming year in paragraph 3" in page.text and bad not in page.text
+
+
+# --- change detection across extractors -------------------------------------------------------------
+
+
+def _changed(new_ex, old_ex, digests=("d2", "d1"), sims=(0, 0b1111)):
+    return meaningful_change("fetched", *digests, "h2", "h1", *sims, True, 3,
+                             new_extractor=new_ex, old_extractor=old_ex)
+
+
+def test_texts_of_different_extractors_are_not_compared():
+    assert _changed("trafilatura", "trafilatura") is True
+    assert _changed("resiliparse", "trafilatura") is None  # unknown: no history entry
+    assert _changed("resiliparse", None) is None  # a row from before the column: trafilatura
+    assert _changed("trafilatura", None) is True
+    assert _changed("resiliparse", "resiliparse", sims=(0, 0b11)) is False
+    assert _changed("resiliparse", "trafilatura", digests=("d1", "d1")) is False
