@@ -215,3 +215,31 @@ def test_texts_of_different_extractors_are_not_compared():
     assert _changed("trafilatura", None) is True
     assert _changed("resiliparse", "resiliparse", sims=(0, 0b11)) is False
     assert _changed("resiliparse", "trafilatura", digests=("d1", "d1")) is False
+
+
+@pytest.mark.parametrize("with_column", [True, False])
+def test_the_analysts_change_counts_follow_the_same_rule(with_column):
+    duckdb = pytest.importorskip("duckdb")
+    from recrawl.analytics import new_vs_changed_per_round
+
+    con = duckdb.connect()
+    con.execute("CREATE TABLE rounds (round_id VARCHAR, logical_date DATE)")
+    con.execute("CREATE TABLE fetches (round_id VARCHAR, url VARCHAR, fetch_status VARCHAR, "
+                "payload_digest VARCHAR)")
+    con.execute("CREATE TABLE pages (round_id VARCHAR, url VARCHAR, content_hash VARCHAR, "
+                f"simhash BIGINT{', text_extractor VARCHAR' if with_column else ''})")
+    con.execute("CREATE TABLE crawldb (url VARCHAR, discovered_at TIMESTAMP)")
+    # one page, four visits: the extractor switches after the second
+    visits = [("r1", "trafilatura", 0), ("r2", "trafilatura", 0b1111),
+              ("r3", "resiliparse", 0), ("r4", "resiliparse", 0b1111_0000)]
+    for day, (rid, extractor, sim) in enumerate(visits, start=1):
+        con.execute("INSERT INTO rounds VALUES (?, ?)", [rid, f"2026-01-0{day}"])
+        con.execute("INSERT INTO fetches VALUES (?, 'u', 'fetched', ?)", [rid, f"d{day}"])
+        row = [rid, "u", f"h{day}", sim] + ([extractor] if with_column else [])
+        con.execute(f"INSERT INTO pages VALUES ({', '.join('?' * len(row))})", row)
+    got = [(r["round_id"], r["new"], r["changed"], r["unchanged"])
+           for r in new_vs_changed_per_round(con, trivial_distance=3)]
+    if with_column:  # the first visit after the switch is unknown, then compared again
+        assert got == [("r1", 1, 0, 0), ("r2", 0, 1, 0), ("r3", 0, 0, 0), ("r4", 0, 1, 0)]
+    else:  # tables from before the column: every text is trafilatura's, as before
+        assert got == [("r1", 1, 0, 0), ("r2", 0, 1, 0), ("r3", 0, 1, 0), ("r4", 0, 1, 0)]
