@@ -48,6 +48,7 @@ from recrawl.analytics_sql import has_columns, has_tables, rows, sql_in  # noqa:
 from recrawl.config import default
 from recrawl.crawldb_rules import (
     FETCH_STATUSES,  # noqa: F401 (notebooks use an.FETCH_STATUSES)
+    LEGACY_EXTRACTOR,
     SUCCESS,
     ChangeColumns,
     meaningful_change_sql,
@@ -64,6 +65,7 @@ def _changed_sql(trivial_distance: int) -> str:
         status="fetch_status", new_digest="digest", old_digest="prev_digest",
         new_hash="content_hash", old_hash="prev_hash", new_simhash="simhash",
         old_simhash="prev_simhash", has_previous="true",
+        new_extractor="text_extractor", old_extractor="prev_extractor",
     ), trivial_distance, dialect="duckdb")
 
 
@@ -207,12 +209,15 @@ def new_vs_changed_per_round(con, trivial_distance: int | None = None) -> list[d
         return []
     if trivial_distance is None:
         trivial_distance = int(default("schedule.trivial_change_distance"))
+    # pages made before the column: every text was trafilatura's (the rule reads NULL so)
+    extractor = ("p.text_extractor" if has_columns(con, "pages", "text_extractor")
+                 else "NULL::VARCHAR")
     return rows(con, f"""
         WITH {_ROUND_ORDER},
         ok AS (
           SELECT f.round_id, o.logical_date, f.url, f.fetch_status,
                  CASE WHEN f.fetch_status = 'fetched' THEN f.payload_digest END AS digest,
-                 p.content_hash, p.simhash
+                 p.content_hash, p.simhash, {extractor} AS text_extractor
           FROM fetches f JOIN round_order o USING (round_id)
           LEFT JOIN pages p ON p.round_id = f.round_id AND p.url = f.url
           WHERE f.fetch_status IN ({sql_in(SUCCESS)})
@@ -221,7 +226,10 @@ def new_vs_changed_per_round(con, trivial_distance: int | None = None) -> list[d
           SELECT *, row_number() OVER w AS nth,
                  last_value(digest IGNORE NULLS) OVER wp AS prev_digest,
                  last_value(content_hash IGNORE NULLS) OVER wp AS prev_hash,
-                 last_value(simhash IGNORE NULLS) OVER wp AS prev_simhash
+                 last_value(simhash IGNORE NULLS) OVER wp AS prev_simhash,
+                 last_value(CASE WHEN content_hash IS NOT NULL
+                            THEN coalesce(text_extractor, '{LEGACY_EXTRACTOR}') END
+                            IGNORE NULLS) OVER wp AS prev_extractor
           FROM ok
           WINDOW w AS (PARTITION BY url ORDER BY logical_date NULLS LAST, round_id),
                  wp AS (PARTITION BY url ORDER BY logical_date NULLS LAST, round_id

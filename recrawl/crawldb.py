@@ -62,6 +62,7 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
         old_simhash="t.simhash",
         # a previous capture: crawldb holds its payload digest or text hash
         has_previous="t.payload_digest IS NOT NULL OR t.content_hash IS NOT NULL",
+        new_extractor="s.text_extractor", old_extractor="t.text_extractor",
     ), int(sch["trivial_change_distance"]))
     interval_d = (f"(unix_timestamp({now_sql}) - unix_timestamp(t.last_fetch_time)) "
                   f"/ {float(SECONDS_PER_DAY)}")
@@ -99,6 +100,9 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
                         "THEN s.content_hash ELSE t.content_hash END",
         "simhash": f"CASE WHEN {fetched} AND s.simhash IS NOT NULL THEN s.simhash "
                    "ELSE t.simhash END",
+        # the extractor of the text content_hash was made of (the change rule's comparison)
+        "text_extractor": f"CASE WHEN {fetched} AND s.content_hash IS NOT NULL "
+                          "THEN s.text_extractor ELSE t.text_extractor END",
         "last_changed": changed,
         "change_count": f"coalesce(t.change_count, 0) + "
                         f"CASE WHEN coalesce(({changed}), false) THEN 1 ELSE 0 END",

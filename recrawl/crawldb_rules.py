@@ -164,6 +164,10 @@ def append_history_sql(history: str, interval_d: str, changed: str) -> str:
       ELSE {history} END"""
 
 
+# The text_extractor of a row written before the column: every crawl then used trafilatura.
+LEGACY_EXTRACTOR = "trafilatura"
+
+
 def meaningful_change(
     status: str,
     new_digest: str | None,
@@ -174,6 +178,8 @@ def meaningful_change(
     old_simhash: int | None,
     has_previous: bool,
     trivial_distance: int,
+    new_extractor: str | None = None,
+    old_extractor: str | None = None,
 ) -> bool | None:
     """Did the page change since its previous capture, trivial edits aside?
 
@@ -183,6 +189,13 @@ def meaningful_change(
     rotating timestamp, a view counter: schedule.trivial_change_distance), which would
     otherwise make every page with a clock on it change on every visit. A text hash missing on
     either side (not parsed) with a different payload counts as a change.
+
+    Text hashes and SimHashes are compared only when the same extractor found both texts
+    (`*_extractor`, pages.text_extractor; None is LEGACY_EXTRACTOR): after a change of
+    parse.extractor the texts differ on every page, so a different payload is unknown, as for
+    a first capture, until the next visit compares two texts of the new extractor. (Counting it
+    as a change would mark nearly every page changed once: real pages' payloads differ on
+    every visit by their ads, tokens and clocks.)
     """
     if status == "not_modified":
         return False
@@ -192,6 +205,8 @@ def meaningful_change(
         return False
     if new_hash is None or old_hash is None:
         return True
+    if (new_extractor or LEGACY_EXTRACTOR) != (old_extractor or LEGACY_EXTRACTOR):
+        return None
     if new_hash == old_hash:
         return False
     if new_simhash is not None and old_simhash is not None:
@@ -201,7 +216,8 @@ def meaningful_change(
 
 @dataclass(frozen=True)
 class ChangeColumns:
-    """SQL expressions for `meaningful_change`'s arguments in one query."""
+    """SQL expressions for `meaningful_change`'s arguments in one query (the extractors' default
+    to NULL: both the legacy one)."""
 
     status: str
     new_digest: str
@@ -211,6 +227,8 @@ class ChangeColumns:
     new_simhash: str
     old_simhash: str
     has_previous: str
+    new_extractor: str = "NULL"
+    old_extractor: str = "NULL"
 
 
 def meaningful_change_sql(c: ChangeColumns, trivial_distance: int, dialect: str = "spark") -> str:
@@ -222,11 +240,14 @@ def meaningful_change_sql(c: ChangeColumns, trivial_distance: int, dialect: str 
         distance = f"bit_count(xor({c.new_simhash}, {c.old_simhash}))"
     else:
         raise ValueError(f"unknown SQL dialect {dialect!r}: spark or duckdb")
+    legacy = f"'{LEGACY_EXTRACTOR}'"
     return f"""CASE
       WHEN {c.status} = 'not_modified' THEN false
       WHEN {c.status} != 'fetched' OR NOT ({c.has_previous}) THEN NULL
       WHEN {c.new_digest} IS NOT NULL AND {c.new_digest} = {c.old_digest} THEN false
       WHEN {c.new_hash} IS NULL OR {c.old_hash} IS NULL THEN true
+      WHEN coalesce({c.new_extractor}, {legacy}) != coalesce({c.old_extractor}, {legacy})
+           THEN NULL
       WHEN {c.new_hash} = {c.old_hash} THEN false
       WHEN {c.new_simhash} IS NOT NULL AND {c.old_simhash} IS NOT NULL
            AND {distance} <= {int(trivial_distance)} THEN false

@@ -8,8 +8,9 @@ Tools and why:
 
 * outlinks with selectolax's Lexbor backend (the Modest backend is gone from selectolax 1.0;
   Lexbor builds the same tree as a browser), one CSS pass in document order;
-* main text, title and date with trafilatura (recrawl/extract.py; the options are chosen for
-  throughput, see its TRAFILATURA_OPTIONS for the measured numbers);
+* main text and date with trafilatura, or the main text alone with resiliparse, the fast path
+  (`extractor`; recrawl/extract.py), under a CPU-time limit (recrawl/cpu_limit.py): a page over
+  it keeps its outlinks and metadata, gets its visible text and a parse_error;
 * the charset with the HTML Standard's precedence plus charset-normalizer as a detector
   (recrawl/charset.py, `decode_html`).
 """
@@ -17,17 +18,20 @@ Tools and why:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser
 
 from recrawl import extract
 from recrawl.charset import decode_html
+from recrawl.cpu_limit import CpuLimitExceeded, cpu_limit
 from recrawl.linkfilter import DEFAULT_FILTER_RULES, LinkFilterRules, filter_reason
 from recrawl.urlnorm import DEFAULT_RULES, NormalizeRules, try_normalize
 
 __all__ = [
     "MAX_PARSE_BYTES",
+    "MAX_EXTRACT_MS",
     "MAX_OUTLINKS",
     "OUTLINK_KINDS",
     "Outlink",
@@ -40,6 +44,9 @@ MAX_OUTLINKS = 1000  # outlinks kept per page, in document order
 MAX_ANCHOR_CHARS = 200
 MAX_TITLE_CHARS = 1000
 MAX_NESTING = 2048  # open elements; Lexbor's tree builder is quadratic in the nesting depth
+# CPU ms the text extraction of one page may take (on the main thread; recrawl/cpu_limit.py).
+# Real news and portal pages took at most ~300 ms with trafilatura on a busy machine.
+MAX_EXTRACT_MS = 1000
 
 #: every ``Outlink.kind``; parse_html emits the first five and "feed", the fetcher/robots steps
 #: "redirect", the sitemap parse "sitemap"
@@ -71,6 +78,7 @@ class ParsedPage:
     meta_robots_nofollow: bool = False
     error: str | None = None
     encoding: str | None = None  # the codec the body was decoded with
+    text_extractor: str | None = None  # what found `text` (recrawl.extract.LABELS)
 
 
 # --- HTML tree ----------------------------------------------------------------------------
@@ -93,6 +101,8 @@ _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)")
 # bytes that do not occur in text in any ASCII-compatible encoding (ESC is ISO-2022-JP's)
 _CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20)])
 _NON_CONTROL_BYTES = bytes(b for b in range(256) if b not in _CONTROL_BYTES)
+# bytes that are not a C0 control XML refuses (_BAD_XML_CHARS)
+_XML_VALID_BYTES = bytes(b for b in range(256) if b >= 0x20 or b in (0x09, 0x0A, 0x0D))
 _LINK_SELECTOR = "a[href], area[href], link[href], meta[content], frame[src]"
 _INVISIBLE = "script, style, noscript, template, svg, head"
 
@@ -117,6 +127,15 @@ def _looks_binary(body: bytes) -> bool:
     """More than 5% control bytes in the first 8 KiB: an image, a compressed body, random data."""
     sample = body[:8192]
     return len(sample.translate(None, _NON_CONTROL_BYTES)) > max(8, len(sample) // 20)
+
+
+def _clean_utf8(body: bytes | str, encoding: str) -> bool:
+    """UTF-8 (or ASCII) bytes without the bytes of an XML-invalid character (a C0 control,
+    U+FFFE, U+FFFF): their text holds none. A quarter of the CPU of a regex over the text."""
+    if isinstance(body, str) or not (encoding == "utf-8" or body.isascii()):
+        return False
+    return (not body.translate(None, _XML_VALID_BYTES)
+            and b"\xef\xbf\xbe" not in body and b"\xef\xbf\xbf" not in body)
 
 
 def _nesting_cut(text: str, limit: int) -> int | None:
@@ -157,6 +176,8 @@ def _visible_text(tree) -> str:
 @dataclass(frozen=True)
 class _Options:
     extract_text: bool
+    extractor: str
+    max_extract_ms: int
     norm_rules: NormalizeRules
     filter_rules: LinkFilterRules
     max_bytes: int
@@ -171,6 +192,8 @@ def parse_html(
     url: str,
     *,
     extract_text: bool = True,
+    extractor: str = "trafilatura",
+    max_extract_ms: int = MAX_EXTRACT_MS,
     norm_rules: NormalizeRules = DEFAULT_RULES,
     filter_rules: LinkFilterRules = DEFAULT_FILTER_RULES,
     max_bytes: int = MAX_PARSE_BYTES,
@@ -197,8 +220,14 @@ def parse_html(
         body: the raw HTTP body (already content-decoded); only ``max_bytes`` are parsed.
         content_type: the ``Content-Type`` header, for the charset.
         url: the final URL of the response (after redirects), the base for relative links.
-        extract_text: run trafilatura (main text) and htmldate (date); when ``False``, or when
-            trafilatura finds nothing (short pages), the text is the page's visible text.
+        extract_text: run the extractor; when ``False``, or when the extractor finds nothing
+            (short pages), fails or runs over ``max_extract_ms``, the text is the page's
+            visible text (``text_extractor`` "selectolax").
+        extractor: one of :data:`recrawl.extract.EXTRACTORS`: "trafilatura" (main text, and
+            the date by htmldate), "resiliparse" (main text, ~10x less CPU, no date) or
+            "selectolax" (the visible text).
+        max_extract_ms: CPU ms the extractor may use on this page (main thread only; 0 = no
+            limit); over it ``error`` says so and the text is the visible text.
         norm_rules: URL normalization rules for outlinks and the canonical URL.
         filter_rules: outlink filter rules.
         max_bytes: cap on the bytes parsed.
@@ -216,7 +245,8 @@ def parse_html(
     page = ParsedPage()
     errors: list[str] = []
     opts = _Options(
-        extract_text, norm_rules, filter_rules, max_bytes, max_outlinks, max_nesting, robots_names
+        extract_text, extractor, max_extract_ms, norm_rules, filter_rules, max_bytes, max_outlinks,
+        max_nesting, robots_names,
     )
     try:
         for directive in _tokens(x_robots_tag):
@@ -243,7 +273,7 @@ def _parse_into(page: ParsedPage, errors: list[str], body, content_type, url, op
             return
     # NUL and other XML-invalid controls: the HTML parser maps NUL to U+FFFD anyway, and lxml
     # (inside trafilatura) refuses strings that contain them
-    if _BAD_XML_CHARS.search(text):
+    if not _clean_utf8(body, page.encoding) and _BAD_XML_CHARS.search(text):
         text = _BAD_XML_CHARS.sub("", text)
     if not text.strip():
         errors.append("empty document")
@@ -271,13 +301,30 @@ def _parse_into(page: ParsedPage, errors: list[str], body, content_type, url, op
     if not page.meta_robots_nofollow:
         page.outlinks = links.values()
 
-    body_text = None
-    if opts.extract_text:
+    page.text, page.text_extractor = _main_text(page, errors, tree, text, url, opts)
+
+
+def _main_text(page: ParsedPage, errors: list[str], tree, text: str, url: str,
+               opts: _Options) -> tuple[str, str]:
+    """The page's text and the label of what found it: the extractor's, or the visible text when
+    it finds none, fails or runs over the CPU limit."""
+    name = opts.extractor if opts.extract_text else "selectolax"
+    found = None
+    if name != "selectolax":
         try:
-            body_text, page.date = extract.extract_main(text, url)
+            with cpu_limit(opts.max_extract_ms / 1000):
+                if name == "trafilatura":
+                    found, page.date = extract.extract_main(text, url)
+                else:
+                    found = extract.extract_resiliparse(text)
+        except CpuLimitExceeded:
+            errors.append(f"extract: {name} over the {opts.max_extract_ms} ms CPU limit; "
+                          "the text is the visible text")
         except Exception as exc:  # lxml errors, RecursionError on odd trees, ...
             errors.append(f"extract: {type(exc).__name__}: {str(exc)[:200]}")
-    page.text = body_text or _visible_text(tree)
+    if found:
+        return found, extract.LABELS[name]
+    return _visible_text(tree), extract.LABELS["selectolax"]
 
 
 def _visit(node, page: ParsedPage, links: _Outlinks, opts: _Options) -> None:
@@ -312,16 +359,21 @@ def _visit(node, page: ParsedPage, links: _Outlinks, opts: _Options) -> None:
     elif links.full or "nofollow" in _tokens(attrs.get("rel")):
         return
     elif tag == "a":
-        anchor = _collapse(node.text(deep=True, separator=" "))
-        if not anchor:
-            img = node.css_first("img[alt]")
-            anchor = _collapse(img.attributes.get("alt") or "") if img is not None else ""
-        links.add(attrs.get("href") or "", anchor[:MAX_ANCHOR_CHARS], "a")
+        links.add(attrs.get("href") or "", lambda: _anchor(node), "a")
     elif tag == "area":
         links.add(attrs.get("href") or "", _collapse(attrs.get("alt") or "")[:MAX_ANCHOR_CHARS],
                   "area")  # fmt: skip
     elif tag == "frame":
         links.add(attrs.get("src") or "", "", "frame")
+
+
+def _anchor(node) -> str:
+    """An ``<a>``'s text, else its image's ``alt``: collapsed and cut."""
+    anchor = _collapse(node.text(deep=True, separator=" "))
+    if not anchor:
+        img = node.css_first("img[alt]")
+        anchor = _collapse(img.attributes.get("alt") or "") if img is not None else ""
+    return anchor[:MAX_ANCHOR_CHARS]
 
 
 def _apply_robots(page: ParsedPage, directive: str) -> None:
@@ -338,6 +390,9 @@ class _Outlinks:
         self._base = base
         self._opts = opts
         self._links: dict[str, Outlink] = {}
+        # href -> (normalized target, kept by the filter): a third of a real page's hrefs
+        # repeat one before them (menus, teasers), and normalizing is most of the links' CPU
+        self._resolved: dict[str, tuple[str | None, bool]] = {}
         # browsers percent-encode non-ASCII in an href's query with the page's encoding
         self._query_encoding = None if encoding.startswith("utf") else encoding
 
@@ -345,21 +400,31 @@ class _Outlinks:
     def full(self) -> bool:
         return len(self._links) >= self._opts.max_outlinks
 
-    def add(self, href: str, anchor: str, kind: str) -> str | None:
+    def add(self, href: str, anchor: str | Callable[[], str], kind: str) -> str | None:
         """Resolve and normalize ``href``; keep it unless filtered.  Returns the normalized URL
-        (also for a filtered one, so a filtered canonical is still reported), or ``None``."""
+        (also for a filtered one, so a filtered canonical is still reported), or ``None``.
+        ``anchor`` may be a function: it is called only when the anchor is wanted (a target
+        seen before with an anchor needs none)."""
+        resolved = self._resolved.get(href)
+        if resolved is None:
+            resolved = self._resolved[href] = self._resolve(href)
+        target, kept = resolved
+        if kept:
+            seen = self._links.get(target)
+            if seen is None:
+                self._links[target] = Outlink(target, anchor() if callable(anchor) else anchor,
+                                              kind)
+            elif not seen.anchor:
+                seen.anchor = anchor() if callable(anchor) else anchor
+        return target
+
+    def _resolve(self, href: str) -> tuple[str | None, bool]:
         if self._query_encoding and not href.isascii() and "?" in href:
             href = _encode_query(href, self._query_encoding)
         target, _ = try_normalize(href, self._base, self._opts.norm_rules)
         if target is None:
-            return None
-        if filter_reason(target, self._opts.filter_rules) is None:
-            seen = self._links.get(target)
-            if seen is None:
-                self._links[target] = Outlink(target, anchor, kind)
-            elif anchor and not seen.anchor:
-                seen.anchor = anchor
-        return target
+            return None, False
+        return target, filter_reason(target, self._opts.filter_rules) is None
 
     def values(self) -> list[Outlink]:
         return list(self._links.values())

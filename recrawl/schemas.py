@@ -92,6 +92,9 @@ CRAWLDB = _schema(
     ("signal_read_at", T),
     ("lm_changes", D),
     ("lm_exposure_d", D),
+    # What found the text content_hash and simhash were made of (recrawl.extract.LABELS): the
+    # change rule compares fingerprints only under equal labels. NULL: before the column.
+    ("text_extractor", S),
 )
 
 FETCH_LIST = _schema(
@@ -163,6 +166,7 @@ PAGES = _schema(
     ("parse_error", S),  # set when the parser failed; such rows carry no text
     ("charset", S),  # the codec the HTML was decoded with (recrawl.parsing.decode_html)
     ("mime_detected", S),  # the type the payload's bytes show (recrawl.captures.sniff_mime)
+    ("text_extractor", S),  # what found `text` (recrawl.extract.LABELS; parse.extractor)
 )
 
 # One row per capture (a `response` or `revisit` record) of a round, with the columns of

@@ -16,8 +16,9 @@ from io import BytesIO
 
 from recrawl.captures import sniff_mime
 from recrawl.config import Config
+from recrawl.extract import extractor
 from recrawl.linkfilter import filter_reason
-from recrawl.parsing import parse_html
+from recrawl.parsing import MAX_EXTRACT_MS, parse_html
 from recrawl.sitemaps import is_sitemap, sitemap_locs
 from recrawl.urlnorm import host_key_or_none, try_normalize
 from spark_jobs import captures
@@ -95,7 +96,8 @@ def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
             continue
         page = parse_html(
             body, ctype or r["content_type"], base,
-            extract_text=opts["extract_text"], norm_rules=opts["norm_rules"],
+            extract_text=opts["extract_text"], extractor=opts.get("extractor", "trafilatura"),
+            max_extract_ms=opts.get("max_extract_ms", MAX_EXTRACT_MS), norm_rules=opts["norm_rules"],
             filter_rules=opts["filter_rules"], max_outlinks=opts["max_outlinks"],
         )
         text = page.text or ""
@@ -103,7 +105,7 @@ def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
             title=page.title, lang=page.lang, text=text, text_len=len(text), date=page.date,
             canonical_url=page.canonical_url, parse_error=page.error, charset=page.encoding,
             content_hash=text_hash(text) if text else None,
-            simhash=simhash64(text) if text else None,
+            simhash=simhash64(text) if text else None, text_extractor=page.text_extractor,
         )
         links = [] if page.meta_robots_nofollow else page.outlinks
         out["links"] = [{"dst_url": o.url, "anchor": o.anchor, "kind": o.kind} for o in links]
@@ -123,6 +125,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     opts = {
         "max_bytes": int(cfg.get("fetcher.max_decompressed_bytes")),
         "extract_text": bool(p["extract_text"]),
+        "extractor": extractor(cfg),
+        "max_extract_ms": int(p["max_extract_ms"]),
         "norm_rules": norm_rules(cfg),
         "filter_rules": filter_rules(cfg),
         "max_outlinks": int(p["max_outlinks"]),

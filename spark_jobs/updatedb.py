@@ -51,7 +51,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
     fetches = read(spark, cfg, "fetches").where(f"round_id = {rid}")
     pages = read(spark, cfg, "pages").where(f"round_id = {rid}").select(
-        "url", "content_hash", "simhash", "parse_error", F.lit(True).alias("parsed")
+        "url", "content_hash", "simhash", "text_extractor", "parse_error",
+        F.lit(True).alias("parsed"),
     )
     dups = read(spark, cfg, "duplicates").where(f"round_id = {rid}").select(
         "url", F.lit(True).alias("is_dup")
@@ -158,13 +159,14 @@ def _check_signals(spark, cfg: Config, src, now: dt.datetime) -> dict[str, int]:
         "url", "host", F.col("last_fetch_time").alias("prev_fetch"), "signal_time",
         "signal_precision_s", F.col("payload_digest").alias("old_digest"),
         F.col("content_hash").alias("old_hash"), F.col("simhash").alias("old_simhash"),
-        F.col("last_modified").alias("old_lm"))
+        F.col("text_extractor").alias("old_extractor"), F.col("last_modified").alias("old_lm"))
     publishes = read(spark, cfg, "hosts").select(
         "host", F.col("signals_read_at").isNotNull().alias("publishes"))
     changed = meaningful_change_sql(ChangeColumns(
         status="fetch_status", new_digest="new_digest", old_digest="old_digest",
         new_hash="new_hash", old_hash="old_hash", new_simhash="new_simhash",
         old_simhash="old_simhash", has_previous="old_digest IS NOT NULL OR old_hash IS NOT NULL",
+        new_extractor="new_extractor", old_extractor="old_extractor",
     ), int(cfg.get("schedule.trivial_change_distance")))
     signalled = signalled_changed_sql(now_sql, rule.future_tolerance_days, last_fetch="prev_fetch")
     outcome = check_outcome_sql(signalled, changed, "coalesce(publishes, false)",
@@ -176,7 +178,7 @@ def _check_signals(spark, cfg: Config, src, now: dt.datetime) -> dict[str, int]:
         src.where("fetch_status IN ('fetched', 'not_modified')")
         .select("url", "fetch_status", F.col("payload_digest").alias("new_digest"),
                 F.col("content_hash").alias("new_hash"), F.col("simhash").alias("new_simhash"),
-                F.col("last_modified").alias("new_lm"))
+                F.col("text_extractor").alias("new_extractor"), F.col("last_modified").alias("new_lm"))
         .join(old.where("prev_fetch IS NOT NULL"), "url")
         .join(publishes, "host", "left")
         .select("host", F.expr(outcome).alias("o"), F.expr(lm_agree).alias("lm"))

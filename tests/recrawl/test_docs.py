@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from recrawl import schemas
+from recrawl.extract import LABELS
 from recrawl.parsing import OUTLINK_KINDS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tables.md"
@@ -52,6 +53,7 @@ def test_partitioning_is_documented():
     ("crawldb.status", schemas.CRAWLDB_STATUSES),
     ("links.kind", schemas.LINK_KINDS),
     ("duplicates.kind", schemas.DUPLICATE_KINDS),
+    ("pages.text_extractor", tuple(LABELS.values())),
 ])
 def test_enumerated_values_match_the_code(key, values):
     assert _enumerations(DOC.read_text())[key] == list(values)

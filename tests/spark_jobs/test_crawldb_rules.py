@@ -12,8 +12,9 @@ pytestmark = pytest.mark.spark
 
 TRIVIAL = 3
 NEG = -(2**63) + 5  # simhashes are signed 64-bit in the tables
-# status, new digest, old digest, new hash, old hash, new simhash, old simhash, has previous
-CASES = [
+# status, new digest, old digest, new hash, old hash, new simhash, old simhash, has previous,
+# then the two texts' extractors (NULL: before pages.text_extractor, read as trafilatura)
+CASES = [(*c, None, None) for c in [
     ("not_modified", None, "d1", None, "h1", None, 1, True),         # a 304: no change
     ("not_modified", None, None, None, None, None, None, False),     # a 304 says so even alone
     ("fetched", "d1", None, "h1", None, 1, None, False),             # first capture: unknown
@@ -29,17 +30,31 @@ CASES = [
     ("fetched", "d2", "d1", "h1", None, None, None, True),
     ("fetched", None, "d1", "h1", "h2", None, 7, True),              # no simhash to compare
     ("fetched", None, None, "h1", "h1", None, None, True),            # no digests, same text
+]] + [
+    ("fetched", "d2", "d1", "h1", "h2", 0, 0b1111, True, "resiliparse", "trafilatura"),  # unknown
+    ("fetched", "d2", "d1", "h1", "h2", 0, 0b1111, True, "resiliparse", None),  # NULL: trafilatura
+    ("fetched", "d2", "d1", "h1", "h2", 0, 0b1111, True, "trafilatura", None),  # same: a change
+    ("fetched", "d2", "d1", "h1", "h2", 0, 0b0011, True, "resiliparse", "resiliparse"),  # trivial
+    ("fetched", "d1", "d1", "h1", "h2", 0, 0b1111, True, "resiliparse", "trafilatura"),  # same bytes
+    ("fetched", "d2", "d1", None, "h2", None, 0, True, "resiliparse", "trafilatura"),  # not parsed
 ]
 COLS = ChangeColumns(status="status", new_digest="nd", old_digest="od", new_hash="nh",
-                     old_hash="oh", new_simhash="ns", old_simhash="os", has_previous="prev")
+                     old_hash="oh", new_simhash="ns", old_simhash="os", has_previous="prev",
+                     new_extractor="ne", old_extractor="oe")
 DDL = ("status string, nd string, od string, nh string, oh string, ns bigint, os bigint, "
-       "prev boolean, i int")
+       "prev boolean, ne string, oe string, i int")
+
+
+def _python(c: tuple) -> bool | None:
+    return meaningful_change(*c[:8], trivial_distance=TRIVIAL, new_extractor=c[8],
+                             old_extractor=c[9])
 
 
 def test_the_change_rule_is_one_rule_in_python_spark_and_duckdb(spark):
-    want = [meaningful_change(*c, trivial_distance=TRIVIAL) for c in CASES]
+    want = [_python(c) for c in CASES]
     assert want[:5] == [False, False, None, None, None]
     assert want[5:11] == [False, False, False, True, False, True]
+    assert want[15:] == [None, None, True, False, False, True]
 
     rows = [(*c, i) for i, c in enumerate(CASES)]
     df = spark.createDataFrame(rows, DDL)
@@ -49,8 +64,9 @@ def test_the_change_rule_is_one_rule_in_python_spark_and_duckdb(spark):
 
     con = duckdb.connect()
     con.execute("CREATE TABLE t (status VARCHAR, nd VARCHAR, od VARCHAR, nh VARCHAR, "
-                "oh VARCHAR, ns BIGINT, os BIGINT, prev BOOLEAN, i INTEGER)")
-    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                "oh VARCHAR, ns BIGINT, os BIGINT, prev BOOLEAN, ne VARCHAR, oe VARCHAR, "
+                "i INTEGER)")
+    con.executemany("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
     got_duck = [r[0] for r in con.execute(
         f"SELECT {meaningful_change_sql(COLS, TRIVIAL, 'duckdb')} FROM t ORDER BY i").fetchall()]
     assert got_duck == want
