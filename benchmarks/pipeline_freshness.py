@@ -438,7 +438,7 @@ def trust_lines(runs: list[PolicyRun], after: int = 7) -> list[str]:
     out = []
     for r in runs:
         late = [d for d in r.days if d.day >= after]
-        if r.policy not in SIGNAL_POLICIES or not late:
+        if r.policy.split("@")[0] not in SIGNAL_POLICIES or not late:
             continue
         out.append(
             f"  {r.policy:12s} from day {after}: lying hosts trusted at most "
@@ -529,14 +529,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def load_runs(paths: list[str]) -> list[PolicyRun]:
-    """PolicyRuns saved by --json, in the order given."""
+    """PolicyRuns saved by --json, in the order given; runs of one policy on different webs
+    (`--web`) are named policy@web."""
+    saved = [(Path(path).stem, r) for path in paths for r in json.loads(Path(path).read_text())]
+    names = [r["policy"] for _, r in saved]
     runs = []
-    for path in paths:
-        for r in json.loads(Path(path).read_text()):
-            days = [Day(**d) for d in r["days"]]
-            runs.append(PolicyRun(r["policy"], days, r["spearman"], r["rated"],
-                                  r.get("wall_s", sum(d.wall_s for d in days)), r["by_class"],
-                                  r.get("spearman14", math.nan), r.get("liars", 0)))
+    for stem, r in saved:
+        days = [Day(**d) for d in r["days"]]
+        name = r["policy"]
+        if names.count(name) > 1:
+            name = f"{name}@{r.get('web', stem)}"
+        runs.append(PolicyRun(name, days, r["spearman"], r["rated"],
+                              r.get("wall_s", sum(d.wall_s for d in days)), r["by_class"],
+                              r.get("spearman14", math.nan), r.get("liars", 0)))
     return runs
 
 
@@ -593,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.json:
         Path(args.json).write_text(json.dumps(
-            [{"policy": r.policy, "spearman": r.spearman, "rated": r.rated, "wall_s": r.wall_s,
+            [{"policy": r.policy, "web": args.web, "spearman": r.spearman, "rated": r.rated, "wall_s": r.wall_s,
               "spearman14": r.spearman14, "liars": r.liars,
               "days": [dataclasses.asdict(d) for d in r.days], "by_class": r.by_class}
              for r in runs], indent=1))
