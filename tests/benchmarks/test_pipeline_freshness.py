@@ -13,6 +13,8 @@ estimator) runs on every submission.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytestmark = [pytest.mark.spark]
@@ -44,3 +46,23 @@ def test_signals_beat_the_change_rate_policy_and_liars_lose_trust(spark, tmp_pat
     assert sig.days[-1].trusted_honest >= 1
     assert sum(d.signal_reads for d in sig.days) > 0
     assert sum(d.signal_fetches for d in sig.days) > sum(d.liar_signal_fetches for d in sig.days)
+
+
+def _saved(policy: str, web: str, fresh: float) -> dict:
+    day = {"day": 0, "fresh": fresh, "wfresh": fresh, "age": 0.1, "coverage": 1.0,
+           "requests": 1, "unchanged": 0, "wall_s": 1.0}
+    return {"policy": policy, "web": web, "spearman": 0.5, "rated": 1, "days": [day],
+            "by_class": []}
+
+
+def test_merged_runs_of_one_policy_on_two_webs_keep_apart(tmp_path):
+    # --merge of a mixed-web and an honest-web file: both hold `signals`, and the table must
+    # show two rows, not one twice
+    from benchmarks.pipeline_freshness import load_runs
+
+    (tmp_path / "a.json").write_text(json.dumps([_saved("signals", "mixed", 0.7),
+                                                 _saved("fixed", "mixed", 0.6)]))
+    (tmp_path / "b.json").write_text(json.dumps([_saved("signals", "accurate", 0.8)]))
+    runs = load_runs([str(tmp_path / "a.json"), str(tmp_path / "b.json")])
+    assert [(r.policy, r.days[0].fresh) for r in runs] == [
+        ("signals@mixed", 0.7), ("fixed", 0.6), ("signals@accurate", 0.8)]
