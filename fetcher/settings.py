@@ -87,10 +87,7 @@ class FetchSettings:
         for key, value in values.items():
             if key not in known:
                 continue
-            if key == "norm_rules" and isinstance(value, Mapping):
-                value = NormalizeRules(**{k: tuple(v) if isinstance(v, list) else v
-                                          for k, v in value.items()})
-            elif key == "static_hosts":
+            if key == "static_hosts":
                 value = dict(value)
             elif isinstance(value, list):
                 value = tuple(value)
