@@ -232,6 +232,13 @@ def set_schedule(spark, cfg: Config, plan, round_id: str) -> None:
     ))
 
 
+def set_rates(spark, cfg: Config, rates) -> None:
+    """Re-estimated change rates (`rates`: url, change_rate) of pages the round did not fetch
+    (spark_jobs.schedule: pages followed by their host's trusted signals); nothing else moves."""
+    merge_into(spark, cfg, "crawldb", rates, "t.url = s.url",
+               Update({"change_rate": "s.change_rate"}))
+
+
 def set_signals(spark, cfg: Config, entries, now: dt.datetime) -> int:
     """The signals step's reading (`entries`: url, host, kind, signal_time, signal_precision_s;
     one row per listing, a URL possibly listed by several sources): each URL's newest date is

@@ -64,6 +64,30 @@ class TrustRule:
                    float(s["future_tolerance_days"]), float(s["min_gain"]))
 
 
+# --- one source -------------------------------------------------------------------------------
+
+
+def next_read_at(now: dt.datetime, intervals: Mapping[str, Any], kind: str, *, answered: bool,
+                 entries: int | None, dated: int | None, distrusted: bool,
+                 feed_redundant: bool) -> dt.datetime:
+    """When a sitemap or feed just read (or tried) is read again; `intervals` is the [signals]
+    section. A source whose answer listed URLs without a date says nothing about change, and a
+    host whose signals proved wrong is read only often enough to regain trust: both seldom. A
+    feed of a host whose dated sitemap proved its recall adds nothing a day (every change
+    showed as a sitemap date): read seldom too, for the new URLs it lists; should the sitemap
+    alone miss changes, recall falls, trust for it goes, and the feed is read daily again.
+    Everything else: every `read_interval_days` (daily rounds read it every round)."""
+    if answered and entries and not dated:
+        days = intervals["undated_read_interval_days"]
+    elif distrusted:
+        days = intervals["untrusted_read_interval_days"]
+    elif kind == "feed" and feed_redundant:
+        days = intervals["undated_read_interval_days"]
+    else:
+        days = intervals["read_interval_days"]
+    return now + dt.timedelta(days=float(days))
+
+
 # --- one URL ----------------------------------------------------------------------------------
 
 

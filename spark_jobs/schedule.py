@@ -38,7 +38,7 @@ from typing import Any
 
 from recrawl.changerate import GammaPrior, estimate_from_history, history_arrays, lm_rate
 from recrawl.config import Config
-from recrawl.crawldb import set_schedule
+from recrawl.crawldb import set_rates, set_schedule
 from recrawl.crawldb_rules import SCHEDULED_STATUSES, sql_list
 from recrawl.schedules import (
     SECONDS_PER_DAY,
@@ -49,7 +49,7 @@ from recrawl.schedules import (
     make_schedule,
     revisit_budget,
 )
-from recrawl.signal_trust import change_gain_sql
+from recrawl.signal_trust import change_gain_sql, signalled_changed_sql
 from recrawl.tables import read, sql_str, table_exists, ts_lit
 from spark_jobs.common import with_trust_oracle
 
@@ -126,6 +126,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     sig = cfg.section("signals")
     db = with_host_signals(spark, cfg, read(spark, cfg, "crawldb"))
     counts: dict[str, int] = {"policy": code}
+    if sig["enabled"]:  # rows this round did not fetch: before the early return below
+        counts["requoted"] = _requote_followed(spark, cfg, db, todo_cond, now_sql, rate_fn,
+                                               float(sig["requote_min_change"]))
     if db.where(todo_cond).isEmpty():  # a re-run, or a round that fetched nothing: no commit
         return {**counts, "scheduled": 0, "changed": 0}
     todo = db.where(todo_cond).withColumn("rate", rate_udf("change_history"))
@@ -252,6 +255,43 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     return counts
 
 
+def _requote_followed(spark, cfg: Config, db, todo_cond: str, now_sql: str, rate_fn,
+                      min_change: float) -> int:
+    """Re-estimate the rates of pages their host's trusted signals follow and this round did not
+    fetch: the host's last read listed them no newer than our copy, so the days from our fetch
+    to that read were free of changes (signals are trusted for recall: a change would have
+    moved the date). That span joins the last-modified exposure for the estimate only; it is
+    not stored (the next fetch adds its own interval), so it is never counted twice. Without
+    it a deferred page's rate stands still at its first estimate for up to defer_max_days, and
+    one copy's age cannot tell a page changing every few months from one changing monthly.
+    Only rates that moved by more than `min_change` (relative) are written. Returns how many."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    tol = float(cfg.get("signals.future_tolerance_days"))
+    quiet_d = (f"(unix_timestamp(host_signals_read_at) - unix_timestamp(last_fetch_time)) "
+               f"/ {float(SECONDS_PER_DAY)}")
+    changed = signalled_changed_sql(now_sql, tol)
+    quiet = (
+        db.where(f"signal_followed AND lm_ok AND NOT ({todo_cond}) AND status = 'fetched' "
+                 "AND lm_exposure_d IS NOT NULL AND last_fetch_time IS NOT NULL "
+                 f"AND host_signals_read_at > last_fetch_time AND NOT coalesce({changed}, true)")
+        .withColumn("exposure", F.col("lm_exposure_d") + F.expr(quiet_d))
+    )
+    rate = rate_fn("url", "change_history", "lm_changes", "exposure", "lm_ok")
+    moved = (
+        quiet.withColumn("new_rate", rate)
+        .where(F.col("change_rate").isNull() | (F.abs(F.col("new_rate") - F.col("change_rate"))
+                                                > F.lit(min_change) * F.col("change_rate")))
+        .select("url", F.col("new_rate").alias("change_rate"))
+        .cache()
+    )
+    n = moved.count()
+    if n:
+        set_rates(spark, cfg, moved)
+    moved.unpersist()
+    return n
+
+
 def frontier_and_held(db) -> tuple[int, int]:
     """(never-fetched URLs, held pages) of a crawldb DataFrame: the sizes the revisit budget
     (recrawl.schedules.revisit_budget) splits the day's fetches by, in schedule and generate."""
@@ -283,15 +323,20 @@ def with_host_signals(spark, cfg: Config, db):
     its signal decides when it is fetched)."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
+    no_read = F.lit(None).cast("timestamp")
     if not cfg.get("signals.enabled"):
-        return db.withColumn("lm_ok", F.lit(False)).withColumn("signal_followed", F.lit(False))
+        return (db.withColumn("lm_ok", F.lit(False)).withColumn("signal_followed", F.lit(False))
+                .withColumn("host_signals_read_at", no_read))
     if not table_exists(spark, cfg.table_path("hosts")):  # a crawldb alone: no verdicts yet
-        return db.withColumn("lm_ok", F.lit(True)).withColumn("signal_followed", F.lit(False))
+        return (db.withColumn("lm_ok", F.lit(True)).withColumn("signal_followed", F.lit(False))
+                .withColumn("host_signals_read_at", no_read))
     hosts = with_trust_oracle(spark, cfg, read(spark, cfg, "hosts").select(
         "host", F.coalesce("lm_trusted", F.lit(True)).alias("lm_ok"),
         F.coalesce("signal_trusted", F.lit(False)).alias("signal_trusted"),
-        F.coalesce("signal_defer", F.lit(False)).alias("signal_defer")))
-    return (db.join(F.broadcast(hosts.select("host", "lm_ok", "signal_defer")), "host", "left")
+        F.coalesce("signal_defer", F.lit(False)).alias("signal_defer"),
+        F.col("signals_read_at").alias("host_signals_read_at")))
+    return (db.join(F.broadcast(hosts.select("host", "lm_ok", "signal_defer",
+                                             "host_signals_read_at")), "host", "left")
             .withColumn("lm_ok", F.coalesce("lm_ok", F.lit(True)))
             .withColumn("signal_followed",
                         F.coalesce("signal_defer", F.lit(False)) & F.col("signal_time").isNotNull())

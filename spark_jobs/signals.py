@@ -8,7 +8,8 @@ what the signals say when it starts (a change published before the round is fetc
    table), the child sitemaps of a sitemap index, and the feeds parse found as
    `<link rel="alternate">` outlinks of kind `feed`. A source is read again
    `signals.read_interval_days` after its last read, at most `signals.max_sources_per_host` a
-   host per round.
+   host per round; seldom when it lists no dates, its host's signals proved wrong, or it is the
+   feed of a host whose dated sitemap proved its recall (recrawl.signal_trust.next_read_at).
 2. Reading: the fetcher core inside Spark `mapPartitions`, exactly as the fetch step runs it:
    one queue per host, robots.txt obeyed, the host's delay between requests, conditional GET
    with the stored ETag / Last-Modified (a 304 costs the site an empty answer). Captures go to
@@ -38,10 +39,10 @@ from recrawl.config import Config
 from recrawl.crawldb import set_signals
 from recrawl.hostdb import record_signal_reads
 from recrawl.schemas import SIGNAL_SOURCES
-from recrawl.signal_trust import TrustRule
+from recrawl.signal_trust import TrustRule, next_read_at
 from recrawl.tables import Insert, Update, merge_into, naive_utc, read, sql_str, ts_lit
 from recrawl.urlnorm import host_key_or_none, try_normalize
-from spark_jobs.common import norm_rules
+from spark_jobs.common import norm_rules, with_trust_oracle
 from spark_jobs.fetch import (
     check_no_speculation,
     fetch_partition,
@@ -203,9 +204,14 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         & (F.coalesce("signal_tp", F.lit(0.0)) + F.coalesce("signal_fp", F.lit(0.0))
            + F.coalesce("signal_fn", F.lit(0.0)) >= F.lit(rule.min_evidence))
         & ~F.coalesce("signal_trusted", F.lit(False))).select("host").collect()}
-    slow_read = now + dt.timedelta(days=float(sig["untrusted_read_interval_days"]))
-    dated_read = now + dt.timedelta(days=float(sig["read_interval_days"]))
-    undated_read = now + dt.timedelta(days=float(sig["undated_read_interval_days"]))
+    # A feed adds nothing daily where the host's dated sitemap already proved its recall (every
+    # change showed as a date there): it is read as seldom as an undated source, for new URLs.
+    # Should the sitemap alone miss changes, recall falls and the feed is read daily again.
+    hosts = with_trust_oracle(spark, cfg, read(spark, cfg, "hosts").where(
+        F.col("host").isin(sorted(per_host))).select("host", "signal_trusted", "signal_defer"))
+    dated_sitemaps = sources.where("kind = 'sitemap' AND dated_entries > 0").select("host")
+    feed_redundant = {r["host"] for r in hosts.where(F.coalesce("signal_defer", F.lit(False)))
+                      .join(dated_sitemaps.distinct(), "host").select("host").collect()}
     wall = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     fetched = {f["url"]: f for f in records["fetch"]}
     rows, answered = [], {}
@@ -226,8 +232,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             f.get("last_modified") if ok else src["last_modified"],
             f.get("http_status"), status, now if ok else src["read_at"],
             wall if status not in (None, "robots_denied", "skipped_budget") else src["fetched_at"],
-            undated_read if ok and n and not dated else
-            slow_read if src["host"] in distrusted else dated_read, n, dated,
+            next_read_at(now, sig, src["kind"], answered=ok, entries=n, dated=dated,
+                         distrusted=src["host"] in distrusted,
+                         feed_redundant=src["host"] in feed_redundant), n, dated,
             errors.get(url) or f.get("error"), round_id,
         ))
     for c in records["child"]:

@@ -23,6 +23,7 @@ from recrawl.signal_trust import (
     is_future,
     lm_trusted,
     lm_trusted_sql,
+    next_read_at,
     signalled_changed,
     signalled_changed_sql,
 )
@@ -179,3 +180,26 @@ def test_sql_twins_agree_with_python(spark):
                                    ("yesterday",), (None,)], "d string")
     assert [r[0] for r in dates.selectExpr(http_date_sql("d")).collect()] == [
         dt.datetime(1994, 11, 6, 8, 49, 37), dt.datetime(2026, 1, 1), None, None]
+
+
+READS = {"read_interval_days": 1.0, "undated_read_interval_days": 7.0,
+         "untrusted_read_interval_days": 3.0}
+
+
+@pytest.mark.parametrize(("kind", "answered", "entries", "dated", "distrusted", "redundant",
+                          "days"), [
+    ("sitemap", True, 40, 40, False, False, 1.0),  # dated: every round
+    ("sitemap", True, 40, 0, False, False, 7.0),  # no dates: only for its new URLs
+    ("sitemap", False, None, None, False, False, 1.0),  # no answer: try again next round
+    ("sitemap", True, 40, 40, True, False, 3.0),  # lying host: enough reads to regain trust
+    ("sitemap", True, 40, 40, False, True, 1.0),  # the sitemap itself is never redundant
+    ("feed", True, 10, 10, False, False, 1.0),
+    ("feed", True, 10, 10, False, True, 7.0),  # the dated sitemap proved recall: seldom
+    ("feed", False, None, None, False, True, 7.0),
+    ("feed", True, 10, 0, False, False, 7.0),
+    ("feed", True, 0, 0, False, False, 1.0),  # an empty answer says nothing of dates
+])
+def test_next_read_at(kind, answered, entries, dated, distrusted, redundant, days):
+    got = next_read_at(T0, READS, kind, answered=answered, entries=entries, dated=dated,
+                       distrusted=distrusted, feed_redundant=redundant)
+    assert got == T0 + dt.timedelta(days=days)

@@ -224,3 +224,56 @@ def test_pages_followed_by_trusted_signals_leave_the_allocation(spark, cfg, tmp_
     for url in ("http://a.test/fast", "http://a.test/slow"):  # signals.defer_max_days
         assert after[url]["fetch_interval_s"] == int(cfg.get("signals.defer_max_days")) * DAY
     assert after["http://a.test/new"]["fetch_interval_s"] == 30 * DAY
+
+
+def test_followed_pages_rates_learn_from_the_reads_that_list_them_unchanged(spark, cfg, tmp_path):
+    """A page a trusted host's signals follow is not fetched while its date stands still; each
+    read that lists it unchanged adds the days since our copy to its last-modified exposure,
+    so its rate falls between fetches. A page whose date moved (a change pending), a host
+    read before our copy, and a rate that moves less than signals.requote_min_change are left
+    alone; a re-run writes nothing more."""
+    from recrawl.changerate import lm_rate
+    from recrawl.schemas import HOSTS, TABLES
+    from recrawl.tables import create_table
+
+    oracle = tmp_path / "trust.json"
+    oracle.write_text(json.dumps({"http://a.test": True, "http://b.test": True}))
+    cfg = cfg.with_overrides({"schedule.policy": "optimal", "schedule.daily_budget": 3,
+                              "signals.trust_oracle": str(oracle)})
+    month_ago = NOW - dt.timedelta(days=30)
+    quiet = dict(status="fetched", last_round="20260131", scheduled_round="20260131",
+                 last_fetch_time=month_ago, change_rate=0.2, lm_changes=1.0,
+                 lm_exposure_d=5.0, signal_time=month_ago - dt.timedelta(days=5))
+    rows = [dict(r) for r in ROWS] + [
+        _row("http://a.test/quiet", None, None, **quiet),
+        # its date moved after our copy: a chase is pending, nothing is known free of changes
+        _row("http://a.test/moved", None, None, **{**quiet, "signal_time": EARLIER}),
+        # its stored rate is already what the evidence gives: not written again
+        _row("http://a.test/steady", None, None, **{**quiet, "lm_changes": 10.0,
+                                                    "lm_exposure_d": 1000.0}),
+        # its host's last read came before our copy: no quiet days to add
+        _row("http://b.test/quiet", None, None, **{**quiet, "host": "http://b.test",
+                                                   "last_fetch_time": NOW}),
+    ]
+    prior = GammaPrior(float(cfg.get("schedule.prior_mean")),
+                       float(cfg.get("schedule.prior_strength")))
+    days = float(cfg.get("schedule.default_interval_days"))
+    steady_rate = lm_rate(10.0, 1030.0, prior, days, visits=1)
+    rows[-2]["change_rate"] = steady_rate
+    _crawldb(spark, cfg, rows)
+    create_table(spark, cfg, TABLES["hosts"])
+    spark.createDataFrame([
+        {"host": "http://a.test", "trap": False, "signals_read_at": NOW},
+        {"host": "http://b.test", "trap": False, "signals_read_at": EARLIER},
+    ], HOSTS).write.format("delta").mode("append").save(cfg.table_path("hosts"))
+    counts = _schedule(spark, cfg)
+    after = _rows(spark, cfg)
+    assert counts["requoted"] == 1
+    assert after["http://a.test/quiet"]["change_rate"] == pytest.approx(
+        lm_rate(1.0, 35.0, prior, days, visits=1))
+    assert after["http://a.test/quiet"]["change_rate"] < 0.2
+    assert after["http://a.test/quiet"]["lm_exposure_d"] == 5.0  # the span is never stored
+    for url in ("http://a.test/moved", "http://b.test/quiet"):
+        assert after[url]["change_rate"] == 0.2
+    assert after["http://a.test/steady"]["change_rate"] == pytest.approx(steady_rate)
+    assert _schedule(spark, cfg).get("requoted", 0) == 0
