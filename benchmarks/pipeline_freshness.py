@@ -97,6 +97,8 @@ class Day:
     fresh_honest: float = math.nan  # fresh over the pages of hosts with honest signals
     fresh_other: float = math.nan  # ... over the other hosts' pages
     by_reason: dict = dataclasses.field(default_factory=dict)  # reason -> [requests, unchanged]
+    # true-rate class (str) -> fresh share of the day over the class's pages
+    fresh_by_class: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -134,6 +136,10 @@ class PolicyRun:
                 reason: [sum(d.by_reason.get(reason, [0, 0])[i] for d in window) / n
                          for i in (0, 1)]
                 for reason in sorted({k for d in window for k in d.by_reason})
+            },
+            "fresh_by_class": {
+                c: sum(d.fresh_by_class.get(c, 0.0) for d in window) / n
+                for c in sorted({k for d in window for k in d.fresh_by_class}, key=float)
             },
             "spearman": self.spearman,
             "round_s": sum(d.wall_s for d in self.days) / len(self.days),
@@ -365,10 +371,14 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
             n_other = len(pages) - n_honest
             fresh_o = ((sum(shares.values()) - fresh_h * n_honest if n_honest
                         else sum(shares.values())) / n_other if n_other else math.nan)
+            by_class: dict[str, list[float]] = {}
+            for k, p in pages.items():
+                by_class.setdefault(f"{rate_class(p.rate):.3g}", []).append(shares.get(k, 0.0))
             sig = signal_day(spark, cfg, rid, liars, honest) if policy in SIGNAL_POLICIES else {}
             day = Day(d, fresh, wfresh, age, len(held) / len(pages), requests, unchanged,
                       time.perf_counter() - r0, **sig, fresh_honest=fresh_h,
-                      fresh_other=fresh_o, by_reason=by_reason)
+                      fresh_other=fresh_o, by_reason=by_reason,
+                      fresh_by_class={c: sum(v) / len(v) for c, v in by_class.items()})
             days.append(day)
             print(f"  {policy:8s} day {d:3d}: fresh {fresh:.3f} wfresh {wfresh:.3f} "
                   f"age {age:5.2f} cover {day.coverage:.2f} requests {requests:4d} "
@@ -445,6 +455,22 @@ def trust_lines(runs: list[PolicyRun], after: int = 7) -> list[str]:
             f"{max(d.trusted_liars for d in late)} of {r.liars}, their signal fetches "
             f"{sum(d.liar_signal_fetches for d in late) / len(late) / max(1, r.liars):.2f} a day "
             f"per lying host; honest hosts trusted (last day) {late[-1].trusted_honest}")
+    return out
+
+
+def class_fresh_lines(runs: list[PolicyRun], warmup: int) -> list[str]:
+    """Per run, each true-rate class's freshness against what fetching every change in the
+    round after it buys: a page fresh at each round's start stays so for (1 - e^-r) / r of the
+    day (the bound of the issue's back-of-envelope, pages changing more than ~3 times a day
+    aside)."""
+    out = []
+    for r in runs:
+        got = r.averages(warmup)["fresh_by_class"]
+        if not got:
+            continue
+        parts = [f"{c}/d {v:.3f} (chase {(1 - math.exp(-float(c))) / float(c):.3f})"
+                 for c, v in got.items()]
+        out.append(f"  {r.policy:12s} fresh by class: " + "  ".join(parts))
     return out
 
 
@@ -561,6 +587,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\nwhere the budget went (days >= warmup):")
         for line in budget_lines(runs, warmup):
             print(line)
+        for line in class_fresh_lines(runs, warmup):
+            print(line)
         return 0
     from app.demo import demo_config
     from recrawl.spark import get_spark
@@ -594,6 +622,8 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     print("\nwhere the budget went (days >= warmup):")
     for line in budget_lines(runs, args.warmup):
+        print(line)
+    for line in class_fresh_lines(runs, args.warmup):
         print(line)
     print(f"({time.perf_counter() - t0:.0f} s)")
     if args.json:

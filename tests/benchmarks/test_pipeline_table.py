@@ -42,3 +42,13 @@ def test_runs_saved_in_two_files_merge_into_one_table(tmp_path):
     row = {ln.split()[0]: ln.split() for ln in lines if ln.split() and ln.split()[0] in
            ("fixed", "optimal", "oracle")}
     assert row["optimal"][2] == "+20.0%" and row["oracle"][2] == "+40.0%"
+
+
+def test_class_freshness_is_averaged_after_warmup_and_set_against_the_chase_bound():
+    from benchmarks.pipeline_freshness import class_fresh_lines
+
+    days = [Day(d, 0.5, 0.5, 0.5, 1.0, 10, 2, 1.0,
+                fresh_by_class={"1": 0.2 if d < 2 else 0.6, "0.003": 1.0}) for d in range(6)]
+    (line,) = class_fresh_lines([PolicyRun("signals", days, 0.5, 9, 6.0)], warmup=2)
+    # ordered by rate; days 0-1 left out; 1 change a day: (1 - e^-1) / 1 of the day at best
+    assert line.index("0.003/d 1.000") < line.index("1/d 0.600 (chase 0.632)")
