@@ -3,8 +3,9 @@
 Each rule is a Python function (what tests and readers reason with) next to a generator of the
 SQL that Spark (updatedb, generate) or DuckDB (recrawl.analytics) evaluates;
 tests/spark_jobs/test_crawldb_rules.py runs one table of cases through them. So far: the status
-names, a fetch's status transition, due-ness, the per-host cap, a new URL's values, the change
-rule and the change-history window (docs/architecture.md lists where the other rules live).
+names, a fetch's status transition, due-ness, eligibility for a fetch list (may_fetch,
+is_eligible), the per-host cap, a new URL's values, the change rule and the change-history
+window (docs/architecture.md lists where the other rules live).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import datetime as dt
 import math
 from dataclasses import dataclass
 
+from recrawl.traps import blocked, blocked_sql
 from recrawl.units import SECONDS_PER_DAY
 
 # --- statuses ------------------------------------------------------------------------------
@@ -112,6 +114,44 @@ def is_due_sql(due_by: str) -> str:
     return f"(status IN ({statuses}) AND next_fetch_time <= {due_by})"
 
 
+def may_fetch(status: str, trap: bool | None, backoff_until: dt.datetime | None,
+              delay_s: float | None, wall_now: dt.datetime) -> bool:
+    """May a URL be handed out now at all, due or not (signal chases and fills pass here too)?
+    Its host is not backing off (a server's Retry-After or repeated failures, compared with the
+    wall clock: they are real time, not the round's logical date), it is not a new URL of a
+    trap host (recrawl.traps.blocked), and its host's delay is within the fetcher's cap
+    (`delay_s` is recrawl.politeness.host_delay: None above the cap, where the fetcher would
+    defer the host and a slot would only come back retry_later)."""
+    return (delay_s is not None
+            and not (backoff_until is not None and backoff_until > wall_now)
+            and not blocked(trap, status))
+
+
+def may_fetch_sql(wall_now: str, delay: str = "delay") -> str:
+    """`may_fetch` in Spark SQL over crawldb's status, the host's trap and backoff_until and a
+    delay expression (NULL above the cap); `wall_now` a timestamp literal."""
+    return (f"({delay} IS NOT NULL AND NOT coalesce(backoff_until > {wall_now}, false) "
+            f"AND NOT {blocked_sql('trap', 'status')})")
+
+
+def is_eligible(status: str, next_fetch_time: dt.datetime | None, trap: bool | None,
+                backoff_until: dt.datetime | None, delay_s: float | None,
+                logical: dt.datetime, wall_now: dt.datetime, lookahead_days: float,
+                deferred: bool = False) -> bool:
+    """Is a URL a candidate of the round's plan (before the budget chooses among them)? It is
+    due (`is_due`), not deferred by its host's trusted signals (`deferred`:
+    recrawl.signal_trust.is_deferred), and may be fetched now (`may_fetch`). URLs held by an
+    open round's marks are taken out before (spark_jobs.generate.live_marks)."""
+    return (is_due(status, next_fetch_time, logical, lookahead_days) and not deferred
+            and may_fetch(status, trap, backoff_until, delay_s, wall_now))
+
+
+def eligible_sql(due_by: str, wall_now: str, delay: str = "delay", deferred: str = "false") -> str:
+    """`is_eligible` in Spark SQL; `deferred` a boolean SQL expression (NULL counts as no)."""
+    return (f"({is_due_sql(due_by)} AND NOT coalesce({deferred}, false) "
+            f"AND {may_fetch_sql(wall_now, delay)})")
+
+
 def per_host_cap(time_budget_s: float, delay_s: float, configured: int) -> int:
     """URLs one host may get in a round: generate.max_per_host when set, else as many as its
     delay lets one fetch task make within its time budget (Nutch's arithmetic), at least one."""
@@ -186,7 +226,7 @@ def meaningful_change(
     None (unknown: no entry in the change history) when the visit was not a success or there
     is no previous capture to compare with. A 304, the same payload digest or the same text
     hash is no change; so is a SimHash within `trivial_distance` bits of the previous one (a
-    rotating timestamp, a view counter: schedule.trivial_change_distance), which would
+    rotating timestamp, a view counter: updatedb.trivial_change_distance), which would
     otherwise make every page with a clock on it change on every visit. A text hash missing on
     either side (not parsed) with a different payload counts as a change.
 

@@ -107,6 +107,33 @@ def signalled_changed(signal_time: dt.datetime | None, precision_s: float | None
     return signal_time + width > last_fetch
 
 
+def is_deferred(status: str, signal_defer: bool | None, signals_read_at: dt.datetime | None,
+                changed: bool | None, last_fetch: dt.datetime | None, now: dt.datetime,
+                read_interval_days: float, defer_max_days: float) -> bool:
+    """Is a fetched page left alone by the round though due? Its host's signals are trusted for
+    recall (hosts.signal_defer), the host's sources answered within the last read interval, the
+    signal says no change since our copy (`changed` is False: `signalled_changed`), and our copy
+    is younger than defer_max_days (the cap on trusting "unchanged")."""
+    return (status == "fetched" and bool(signal_defer) and changed is False
+            and signals_read_at is not None
+            and signals_read_at > now - dt.timedelta(days=read_interval_days)
+            and last_fetch is not None and last_fetch > now - dt.timedelta(days=defer_max_days))
+
+
+def deferred_sql(now: str, read_interval_days: float, defer_max_days: float,
+                 tolerance_days: float) -> str:
+    """`is_deferred` in Spark SQL over crawldb's columns and its host's signal_defer and
+    signals_read_at; `now` a timestamp literal (never NULL)."""
+    def before(days: float) -> str:
+        return f"{now} - make_interval(0, 0, 0, 0, 0, 0, {float(days) * SECONDS_PER_DAY!r})"
+
+    changed = signalled_changed_sql(now, tolerance_days)
+    return (f"(status = 'fetched' AND coalesce(signal_defer, false) "
+            f"AND coalesce(NOT ({changed}), false) "
+            f"AND coalesce(signals_read_at > {before(read_interval_days)}, false) "
+            f"AND coalesce(last_fetch_time > {before(defer_max_days)}, false))")
+
+
 def change_gain(rate: float | None) -> float:
     """Expected share of the next day a copy fetched now stays fresh: (1 - e^-rate) / rate
     (1 for a page that does not change). A signalled change of a page changing 5 times a day

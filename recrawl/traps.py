@@ -73,6 +73,12 @@ def near_dup_flood_sql(new_pages: str, duplicates: str, fraction: float) -> str:
             f"{duplicates} >= {new_pages} * {float(fraction)!r})")
 
 
+def blocked(trap: bool | None, status: str) -> bool:
+    """A URL a trap host may not fetch: one never fetched (the host's known pages are still
+    refreshed)."""
+    return bool(trap) and status == "unfetched"
+
+
 def blocked_sql(trap: str = "trap", status: str = "status") -> str:
     """A URL a trap host may not fetch: one never fetched (the host's known pages are still
     refreshed)."""

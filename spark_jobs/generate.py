@@ -21,11 +21,10 @@ import math
 from collections.abc import Iterable
 
 from recrawl.config import Config, ConfigError
-from recrawl.crawldb_rules import is_due_sql, per_host_cap_sql
+from recrawl.crawldb_rules import eligible_sql, is_due_sql, may_fetch_sql, per_host_cap_sql
 from recrawl.politeness import host_delay_sql
 from recrawl.schedules import change_probability_sql, discovery_slots, revisit_budget
-from recrawl.signal_trust import TrustRule, change_gain_sql, signalled_changed_sql
-from recrawl.traps import blocked_sql
+from recrawl.signal_trust import TrustRule, change_gain_sql, deferred_sql, signalled_changed_sql
 from recrawl.units import SECONDS_PER_DAY
 from spark_jobs.common import with_trust_oracle
 from spark_jobs.schedule import frontier_and_held
@@ -111,8 +110,13 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     is_due = F.expr(is_due_sql(ts_lit(due_by)))
     # Back-off comes from the servers' real Retry-After / failures: compare with the wall clock.
     in_backoff = F.col("backoff_until").isNotNull() & (F.col("backoff_until") > F.lit(wall_now))
-    # On a trap host only pages already fetched are refreshed; new URLs wait (or never come).
-    trap_block = F.expr(blocked_sql("trap", "status"))
+    # recrawl.politeness: NULL for a host whose Crawl-delay exceeds the cap (the fetcher defers
+    # it, so slots given to it would only come back retry_later).
+    known = known.withColumn("delay", F.expr(host_delay_sql(
+        "crawl_delay", float(f["min_delay_s"]), float(f["max_crawl_delay_s"]))))
+    # recrawl.crawldb_rules.may_fetch: no back-off, not a new URL of a trap host, a delay
+    # within the cap; is_eligible adds due-ness and the signals' deferral.
+    may_fetch = F.expr(may_fetch_sql(ts_lit(wall_now)))
 
     mode = _scores_mode(spark, cfg, now_logical)
     damping = float(cfg.get("pagerank.damping"))
@@ -121,18 +125,16 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     ))
     # Change signals (recrawl/signal_trust.py): signalled changes first, fresh-by-signal
     # URLs of hosts whose recall is proven deferred (up to signals.defer_max_days).
-    known, first, deferred, sig_counts = _signal_marks(
-        cfg, known, now_logical, F.expr(importance_sql(mode, damping)), in_backoff | trap_block,
+    known, first, deferred_expr, sig_counts = _signal_marks(
+        cfg, known, now_logical, F.expr(importance_sql(mode, damping)), ~may_fetch,
         is_due, signal_requests)
+    deferred = F.expr(f"coalesce({deferred_expr}, false)")
     due = known.where(is_due & ~deferred)
-    candidates = due.where(~in_backoff & ~trap_block).withColumn("signal_first", F.lit(False))
+    candidates = known.where(F.expr(eligible_sql(
+        ts_lit(due_by), ts_lit(wall_now), deferred=deferred_expr))).withColumn(
+        "signal_first", F.lit(False))
     if first is not None:
         candidates = candidates.join(F.broadcast(first.select("url")), "url", "left_anti")
-    # recrawl.politeness: NULL for a host whose Crawl-delay exceeds the cap (the fetcher defers
-    # it, so slots given to it would only come back retry_later).
-    delay = F.expr(host_delay_sql("crawl_delay", float(f["min_delay_s"]),
-                                  float(f["max_crawl_delay_s"])))
-    delay_deferred = delay.isNull()
     budget = float(f["time_budget_s"])
     cap = F.expr(per_host_cap_sql(budget, "delay", int(g["max_per_host"])))
     # Discovery share (recrawl.schedules.discovery_slots): inside each host's cap, the first
@@ -158,8 +160,6 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         scored = scored.unionByName(first.withColumn("signal_first", F.lit(True)))
     ranked = (
         scored
-        .withColumn("delay", delay)
-        .where(F.col("delay").isNotNull())
         .withColumn("cap", cap)
         .withColumn("kind_rank", F.row_number().over(w_kind))
         .withColumn("reserved", reserved)
@@ -232,13 +232,11 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         fill = (
             # fetched is a due status, so "not due" is the next fetch time past the lookahead
             # pages fresh by a trusted signal are not fetched early: a round may under-spend
-            known.where((F.col("status") == "fetched") & ~is_due & ~in_backoff & ~deferred)
+            known.where((F.col("status") == "fetched") & ~is_due & ~deferred & may_fetch)
             .join(F.broadcast(selected.select("url")), "url", "left_anti")
             .where(p_change >= F.lit(min_change))
             .withColumn("priority", importance * p_change)
             .withColumn("reason", F.lit("fill"))
-            .withColumn("delay", delay)
-            .where(F.col("delay").isNotNull())
             .withColumn("cap", cap)
             .join(F.broadcast(taken), "host", "left")
             .withColumn("host_rank", F.row_number().over(w_fill))
@@ -267,7 +265,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     generated = sum(n for n, _ in per_host.values())
     skipped = due.agg(
         F.sum(F.when(in_backoff, 1).otherwise(0)).alias("backoff"),
-        F.sum(F.when(~in_backoff & delay_deferred, 1).otherwise(0)).alias("delay"),
+        F.sum(F.when(~in_backoff & F.col("delay").isNull(), 1).otherwise(0)).alias("delay"),
     ).first()
     for part in (top_sig, top_new, top_rest, top_fill):
         if part is not None:
@@ -307,9 +305,10 @@ def _signal_marks(cfg: Config, known, now: dt.datetime, importance, blocked, is_
     `first`: fetched pages whose signal says they changed since our copy, worth chasing
     (change_gain >= signals.min_gain), of hosts whose precision is trusted, plus up to
     signals.probe_per_host of every other host's (the verification fetches trust is learned
-    from), with priority = importance x gain. `deferred`: a Column, true for pages that a
-    host with proven recall lists as not changed since our copy, read this round, fetched
-    within signals.defer_max_days: not due, and not used to fill the round.
+    from), with priority = importance x gain. `deferred`: SQL, true for pages that a host with
+    proven recall lists as not changed since our copy, read this round, fetched within
+    signals.defer_max_days (recrawl.signal_trust.is_deferred): not due, and not used to fill
+    the round.
     """
     from pyspark.sql import Window  # lazy: pyspark
     from pyspark.sql import functions as F  # lazy: pyspark
@@ -318,16 +317,13 @@ def _signal_marks(cfg: Config, known, now: dt.datetime, importance, blocked, is_
 
     sig = cfg.section("signals")
     if not sig["enabled"]:
-        return known, None, F.lit(False), {"signal_requests": 0}
+        return known, None, "false", {"signal_requests": 0}
     rule = TrustRule.from_section(sig)
     changed = F.expr(signalled_changed_sql(ts_lit(now), rule.future_tolerance_days))
     gain = F.expr(change_gain_sql("change_rate"))
     fetched = F.col("status") == "fetched"
-    read_after = now - dt.timedelta(days=float(sig["read_interval_days"]))
-    current = F.coalesce(F.col("signals_read_at") > F.lit(read_after), F.lit(False))
-    recent = F.col("last_fetch_time") > F.lit(now - dt.timedelta(days=float(sig["defer_max_days"])))
-    deferred = (fetched & F.col("signal_defer") & current & F.coalesce(~changed, F.lit(False))
-                & F.coalesce(recent, F.lit(False)))
+    deferred = deferred_sql(ts_lit(now), float(sig["read_interval_days"]),
+                            float(sig["defer_max_days"]), rule.future_tolerance_days)
     w = Window.partitionBy("host").orderBy(F.col("priority").desc(), F.col("url"))
     cands = (
         known.where(fetched & F.coalesce(changed, F.lit(False)) & ~blocked)
@@ -346,7 +342,7 @@ def _signal_marks(cfg: Config, known, now: dt.datetime, importance, blocked, is_
         "signal_requests": int(signal_requests),
         "signal_changed": int(stats["n"] or 0),
         "signal_changed_untrusted": int(stats["untrusted"] or 0),
-        "signal_deferred": known.where(is_due & deferred).count(),
+        "signal_deferred": known.where(is_due & F.expr(deferred)).count(),
     }
     cands.unpersist()
     return known, first, deferred, counts

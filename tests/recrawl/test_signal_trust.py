@@ -17,9 +17,11 @@ from recrawl.signal_trust import (
     check_outcome,
     check_outcome_sql,
     decayed,
+    deferred_sql,
     host_trust,
     host_trust_sql,
     http_date_sql,
+    is_deferred,
     is_future,
     lm_trusted,
     lm_trusted_sql,
@@ -175,6 +177,22 @@ def test_sql_twins_agree_with_python(spark):
     ldf = spark.createDataFrame(lm_cases, "a double, d double")
     assert [r[0] for r in ldf.selectExpr(lm_trusted_sql(rule, "a", "d")).collect()] == [
         lm_trusted(a, d, rule) for a, d in lm_cases]
+
+    # the deferral: every combination of status, trust, read time, signal and copy age
+    now = T0 + dt.timedelta(days=40)
+    dcases = [(st, d, read, sig, prec, last)
+              for st in ("fetched", "unfetched", "gone") for d in (True, False, None)
+              for read in (None, now - dt.timedelta(hours=1), now - dt.timedelta(days=2))
+              for sig, prec in ((None, None), (T0, DAY), (now, 1))
+              for last in (None, now - dt.timedelta(days=3), now - dt.timedelta(days=31))]
+    ddf = spark.createDataFrame(dcases, "status string, signal_defer boolean, "
+                                "signals_read_at timestamp, signal_time timestamp, "
+                                "signal_precision_s long, last_fetch_time timestamp")
+    lit_now = f"timestamp'{now.isoformat(sep=' ')}'"
+    got = [r[0] for r in ddf.selectExpr(deferred_sql(lit_now, 1.0, 30.0, 1.0)).collect()]
+    want = [is_deferred(st, d, read, signalled_changed(sig, prec, last, now, 1.0), last, now,
+                        1.0, 30.0) for st, d, read, sig, prec, last in dcases]
+    assert got == want and any(want) and not all(want)
 
     dates = spark.createDataFrame([("Sun, 06 Nov 1994 08:49:37 GMT",), ("Wed, 1 Jan 2026 00:00:00 GMT",),
                                    ("yesterday",), (None,)], "d string")

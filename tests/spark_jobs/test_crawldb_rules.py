@@ -109,6 +109,40 @@ def test_due_ness_and_the_per_host_cap_are_one_rule_in_python_and_spark(spark):
         assert got == [per_host_cap(budget, d, configured) for _, _, d, _ in rows]
 
 
+def test_eligibility_is_one_rule_in_python_and_spark(spark):
+    """may_fetch / is_eligible: due, not deferred, no back-off by the wall clock, not a new URL
+    of a trap host, a delay within the cap (NULL above it)."""
+    import datetime as dt
+
+    from recrawl.crawldb_rules import (
+        CRAWLDB_STATUSES,
+        eligible_sql,
+        is_eligible,
+        may_fetch,
+        may_fetch_sql,
+    )
+
+    logical = dt.datetime(2026, 3, 1)
+    wall = dt.datetime(2026, 12, 6, 7, 0)
+    rows = [(s, logical + dt.timedelta(hours=h), trap, back, delay, defer, i)
+            for i, (s, h, trap, back, delay, defer) in enumerate(
+                (s, h, trap, back, delay, defer) for s in CRAWLDB_STATUSES for h in (-30, 13)
+                for trap in (True, False, None)
+                for back in (None, wall - dt.timedelta(minutes=1), wall + dt.timedelta(hours=1))
+                for delay in (None, 1.0) for defer in (True, False, None))]
+    df = spark.createDataFrame(rows, "status string, next_fetch_time timestamp, trap boolean, "
+                               "backoff_until timestamp, delay double, d boolean, i int")
+    wall_sql = f"TIMESTAMP '{wall.isoformat(sep=' ')}'"
+    due_by = f"TIMESTAMP '{(logical + dt.timedelta(days=0.5)).isoformat(sep=' ')}'"
+    got = [tuple(r) for r in df.orderBy("i").selectExpr(
+        may_fetch_sql(wall_sql), eligible_sql(due_by, wall_sql, deferred="d")).collect()]
+    want = [(may_fetch(s, trap, back, delay, wall),
+             is_eligible(s, t, trap, back, delay, logical, wall, 0.5, deferred=bool(d)))
+            for s, t, trap, back, delay, d, _ in rows]
+    assert got == want
+    assert any(e for _, e in want) and not all(m for m, _ in want)
+
+
 def test_a_new_url_gets_the_same_values_from_python_and_from_the_merge_sql(spark):
     from recrawl.crawldb_rules import new_url_values, new_url_values_sql
 
