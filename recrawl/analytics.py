@@ -201,14 +201,14 @@ def new_vs_changed_per_round(con, trivial_distance: int | None = None) -> list[d
 
     Rebuilt from the per-round history in `fetches` and `pages` with the updatedb rule (a 304 or
     the same payload is no change; so is a SimHash distance up to `trivial_distance`, the
-    `schedule.trivial_change_distance` key: pass the crawl's, else defaults.toml's).
+    `updatedb.trivial_change_distance` key: pass the crawl's, else defaults.toml's).
     `discovered` counts URLs that entered crawldb on the round's logical date (seeds and new
     outlinks).
     """
     if not has_tables(con, "fetches", "pages", "rounds", "crawldb"):
         return []
     if trivial_distance is None:
-        trivial_distance = int(default("schedule.trivial_change_distance"))
+        trivial_distance = int(default("updatedb.trivial_change_distance"))
     # pages made before the column: every text was trafilatura's (the rule reads NULL so)
     extractor = ("p.text_extractor" if has_columns(con, "pages", "text_extractor")
                  else "NULL::VARCHAR")

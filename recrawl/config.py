@@ -89,6 +89,10 @@ def parse_value(raw: str) -> Any:
         return raw
 
 
+# Keys that moved: the old spelling is refused with the new one named, not silently ignored.
+MOVED_KEYS = {("schedule", "trivial_change_distance"): "updatedb.trivial_change_distance"}
+
+
 def _merge(
     base: dict[str, dict[str, Any]],
     defaults: dict[str, dict[str, Any]],
@@ -103,6 +107,9 @@ def _merge(
         if not isinstance(values, Mapping):
             raise ConfigError(f"{origin}: [{section}] must be a table of keys")
         for key, value in values.items():
+            if (section, key) in MOVED_KEYS:
+                raise ConfigError(f"{origin}: {section}.{key} is now "
+                                  f"{MOVED_KEYS[(section, key)]}: set that instead")
             if key not in defaults[section]:
                 raise ConfigError(
                     f"{origin}: unknown key {section}.{key}; known in [{section}]: "

@@ -63,7 +63,7 @@ def round_updates(cfg: Config, round_id: str, now: dt.datetime) -> dict[str, str
         # a previous capture: crawldb holds its payload digest or text hash
         has_previous="t.payload_digest IS NOT NULL OR t.content_hash IS NOT NULL",
         new_extractor="s.text_extractor", old_extractor="t.text_extractor",
-    ), int(sch["trivial_change_distance"]))
+    ), int(u["trivial_change_distance"]))
     interval_d = (f"(unix_timestamp({now_sql}) - unix_timestamp(t.last_fetch_time)) "
                   f"/ {float(SECONDS_PER_DAY)}")
     history = f"""CASE WHEN ({changed}) IS NOT NULL AND t.last_fetch_time IS NOT NULL

@@ -59,7 +59,7 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                  trivial_change_distance: int | None = None) -> str:
     """The report's HTML from a fast-path connection (see recrawl.fastsql.connect);
     the crawl's settings (`fetcher.min_delay_s`, `fetcher.max_crawl_delay_s`,
-    `signals.future_tolerance_days`, `schedule.trivial_change_distance`; None: defaults.toml's)
+    `signals.future_tolerance_days`, `updatedb.trivial_change_distance`; None: defaults.toml's)
     so that the report judges as the crawl did;
     `reference_rates`: a file of known true change rates (analytics.REFERENCE_RATES), whose
     comparison with the estimates the change-rate section then shows;
@@ -305,7 +305,7 @@ def write_report(cfg: Config, out: str | Path, top: int = 15, now: dt.datetime |
             max_crawl_delay_s=cfg.get("fetcher.max_crawl_delay_s"),
             reference_rates=analytics.reference_rates_file(cfg.home),
             future_tolerance_days=cfg.get("signals.future_tolerance_days"),
-            trivial_change_distance=cfg.get("schedule.trivial_change_distance"),
+            trivial_change_distance=cfg.get("updatedb.trivial_change_distance"),
         )
     finally:
         con.close()

@@ -378,7 +378,6 @@ _ALIASES = {"default": "fixed", "change_rate": "optimal", "changerate": "optimal
 _SECTION_KEYS = frozenset(
     {
         "policy",
-        "trivial_change_distance",
         "daily_budget",
         "prior_mean",
         "prior_strength",

@@ -14,7 +14,7 @@ writes it (`apply_round`), with the transitions of recrawl/crawldb_rules.next_st
   retry_later, skipped_budget -> unchanged, due again at once
 Change detection happens in that MERGE because only it sees the old and new fingerprints side by
 side; the rule itself (a 304, the same payload, or a SimHash within
-`schedule.trivial_change_distance` of the old one is no change) and the history window live in
+`updatedb.trivial_change_distance` of the old one is no change) and the history window live in
 recrawl/crawldb_rules.py.
 Idempotency: each row remembers the last round applied to it (`last_round`); re-running the
 step for a round skips rows that already carry it, and inserts only URLs that are absent.
@@ -167,7 +167,7 @@ def _check_signals(spark, cfg: Config, src, now: dt.datetime) -> dict[str, int]:
         new_hash="new_hash", old_hash="old_hash", new_simhash="new_simhash",
         old_simhash="old_simhash", has_previous="old_digest IS NOT NULL OR old_hash IS NOT NULL",
         new_extractor="new_extractor", old_extractor="old_extractor",
-    ), int(cfg.get("schedule.trivial_change_distance")))
+    ), int(cfg.get("updatedb.trivial_change_distance")))
     signalled = signalled_changed_sql(now_sql, rule.future_tolerance_days, last_fetch="prev_fetch")
     outcome = check_outcome_sql(signalled, changed, "coalesce(publishes, false)",
                                 is_future_sql(now_sql, rule.future_tolerance_days))

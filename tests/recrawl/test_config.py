@@ -40,6 +40,15 @@ def test_unknown_key_is_refused_with_its_name():
         load_config(environ={"RECRAWL_FETCH__MIN_DELAY_S": "2"})
 
 
+def test_a_moved_key_is_refused_with_its_new_name(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text("[schedule]\ntrivial_change_distance = 5\n")
+    with pytest.raises(ConfigError, match="is now updatedb.trivial_change_distance"):
+        load_config(f, environ={})
+    f.write_text("[updatedb]\ntrivial_change_distance = 5\n")
+    assert load_config(f, environ={}).get("updatedb.trivial_change_distance") == 5
+
+
 def test_wrong_type_is_refused(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text('[fetcher]\nmin_delay_s = "fast"\n')

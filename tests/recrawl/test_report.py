@@ -289,7 +289,7 @@ def test_report_dom_has_every_chart_with_the_data(rendered):
 def test_the_report_judges_changes_with_the_crawls_trivial_distance(sample, tmp_path):
     # A crawl configured to call every SimHash move trivial recorded no change; its report must
     # say the same (it once counted with the default distance, 3, whatever the crawl used).
-    cfg = sample.with_overrides({"schedule.trivial_change_distance": 64}, "test")
+    cfg = sample.with_overrides({"updatedb.trivial_change_distance": 64}, "test")
     page = report.write_report(cfg, tmp_path / "report.html", now=NOW)
     bars = _Bars.parse(page.read_text())["chart-changes"]
     changed = {b["data-category"]: int(b["data-value"]) for b in bars

@@ -283,7 +283,6 @@ def test_make_schedule_accepts_the_config_section():
         "default_interval_days": 1.0,
         "min_interval_days": 0.25,
         "max_interval_days": 30.0,
-        "trivial_change_distance": 3,
         "daily_budget": 10000,
     }
     s = make_schedule(section["policy"], **section)
