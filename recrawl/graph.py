@@ -19,8 +19,10 @@ import logging
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from recrawl import graph_graphx
-from recrawl.graph_local import components_arrays, pagerank_arrays
+from recrawl.graph_local import component_roots, pagerank_arrays
 
 log = logging.getLogger(__name__)
 
@@ -148,27 +150,49 @@ def pagerank(
 
 
 def _pagerank_in_driver(spark, vertices, edges, damping, max_iterations, tolerance) -> PageRankResult:
-    """`pagerank` of a graph small enough to hold in the driver: recrawl.graph_local."""
-    ids = [r[0] for r in vertices.collect()]
-    rows = edges.collect()
+    """`pagerank` of a graph small enough to hold in the driver: recrawl.graph_local. Columns
+    travel as Arrow batches both ways (pickled Rows through py4j were most of the time)."""
+    import pyarrow as pa  # lazy: pyspark's Arrow path
+
+    ids = vertices.toArrow().column("id").to_numpy()
+    cols = edges.select("src", "dst", "weight").toArrow()
     vertices.unpersist()
-    res = pagerank_arrays(ids, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+    res = pagerank_arrays(ids, *(cols.column(c).to_numpy() for c in ("src", "dst", "weight")),
                           damping=damping, max_iterations=max_iterations, tolerance=tolerance)
-    ranks = spark.createDataFrame(list(zip(res.ids.tolist(), res.ranks.tolist(), strict=True)),
-                                  "id long, pagerank double")
+    ranks = spark.createDataFrame(pa.table({"id": res.ids, "pagerank": res.ranks}))
     return PageRankResult(ranks, res.iterations, res.delta, res.seconds, "driver")
 
 
 def _components_in_driver(spark, vertices, edges, *, strong: bool) -> ComponentsResult:
-    """Connected components of a graph small enough to hold in the driver: recrawl.graph_local."""
-    from pyspark.sql.types import StructField, StructType  # lazy: pyspark
+    """Connected components of a graph small enough to hold in the driver: recrawl.graph_local.
 
-    id_type = vertices.schema["id"].dataType
-    ids = [r[0] for r in vertices.select("id").distinct().collect()]
-    rows = edges.select("src", "dst").collect()
-    labels = components_arrays(ids, [r[0] for r in rows], [r[1] for r in rows], strong=strong)
-    schema = StructType([StructField("id", id_type), StructField("component", id_type)])
-    return ComponentsResult(spark.createDataFrame(list(labels.items()), schema), 1, 0, "driver")
+    Vertices (host names too) are numbered in id order in Spark, so only integer edge pairs
+    reach the driver (as Arrow) and a component's smallest number is its smallest id."""
+    import pyarrow as pa  # lazy: pyspark's Arrow path
+    from pyspark.sql import Window  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    vids = (
+        vertices.select("id").distinct()
+        .withColumn("vid", F.row_number().over(Window.orderBy("id")) - 1)
+        .localCheckpoint(eager=True)
+    )
+    n = vids.count()
+    pairs = (
+        edges.select("src", "dst")
+        .join(vids.select(F.col("id").alias("src"), F.col("vid").alias("s")), "src")
+        .join(vids.select(F.col("id").alias("dst"), F.col("vid").alias("d")), "dst")
+        .select("s", "d").toArrow()
+    )
+    roots = component_roots(n, pairs.column("s").to_numpy(), pairs.column("d").to_numpy(),
+                            strong=strong)
+    found = spark.createDataFrame(pa.table({"vid": np.arange(n, dtype=np.int64), "root": roots}))
+    labels = (
+        found.join(vids, "vid")
+        .join(vids.select(F.col("vid").alias("root"), F.col("id").alias("component")), "root")
+        .select("id", "component")
+    )
+    return ComponentsResult(labels, 1, 0, "driver")
 
 
 # --- Connected components -------------------------------------------------------------------
