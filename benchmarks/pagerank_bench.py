@@ -68,6 +68,7 @@ def main() -> None:
                     help="engines for weak + strong components ('' = none; dataframe is slow)")
     ap.add_argument("--no-networkx", dest="networkx", action="store_false")
     ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--driver-memory", default="6g")
     args = ap.parse_args()
 
     import numpy as np
@@ -97,12 +98,16 @@ def main() -> None:
         rows.append(("networkx", "pagerank", m.wall, m.cpu_s, "", ranks["networkx"]))
         del g
 
-    cfg = load_config().with_overrides({"spark.shuffle_partitions": args.partitions})
+    cfg = load_config().with_overrides({"spark.shuffle_partitions": args.partitions,
+                                         "spark.driver_memory": args.driver_memory})
     spark = get_spark(cfg, "pagerank-bench")
     proc = getattr(spark.sparkContext._gateway, "proc", None)
     meter = lambda: Meter(proc.pid if proc else None)  # noqa: E731
-    v = spark.createDataFrame([(i,) for i in range(args.nodes)], "id long").repartition(args.partitions)
-    e = spark.createDataFrame(edge_list, "src long, dst long").repartition(args.partitions)
+    import pyarrow as pa
+
+    v = spark.createDataFrame(pa.table({"id": np.arange(args.nodes)})).repartition(args.partitions)
+    e = spark.createDataFrame(pa.table({"src": src, "dst": dst})).repartition(args.partitions)
+    del edge_list
     v.cache().count()
     e.cache().count()
     for engine in [x for x in args.engines.split(",") if x]:
