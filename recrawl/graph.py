@@ -8,7 +8,9 @@ normalization), not to N (GraphX's).
 
 Graphs of at most `in_driver_max_edges` edges are collected and solved in the driver by
 recrawl.graph_local (same algorithms, same results): there the DataFrame iterations cost Spark
-jobs, not arithmetic.
+jobs, not arithmetic. Larger ones go to Spark GraphX (recrawl.graph_graphx: the same iteration
+on GraphX's partitioned vertex and edge RDDs) or, by configuration, to these DataFrame joins:
+`engine` = auto | driver | graphx | dataframe (`pagerank.engine`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,30 @@ import logging
 import time
 from dataclasses import dataclass
 
-from recrawl.graph_local import components_arrays, pagerank_arrays
+import numpy as np
+
+from recrawl import graph_graphx
+from recrawl.graph_local import component_roots, pagerank_arrays
 
 log = logging.getLogger(__name__)
+
+ENGINES = ("auto", "driver", "graphx", "dataframe")
+
+
+def choose_engine(spark, engine: str, edges, in_driver_max_edges: int) -> str:
+    """The engine that solves this graph: `engine` unless "auto", which takes the driver for at
+    most `in_driver_max_edges` edges (0: never) and GraphX above, or the DataFrame joins when the
+    GraphX jar is not loaded (a session started without scripts/build_jvm.sh's jar)."""
+    if engine not in ENGINES:
+        raise ValueError(f"pagerank engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine != "auto":
+        return engine
+    if in_driver_max_edges and edges.count() <= in_driver_max_edges:
+        return "driver"
+    if graph_graphx.available(spark):
+        return "graphx"
+    log.warning("GraphX engine jar not loaded (bash scripts/setup.sh builds it): DataFrame joins")
+    return "dataframe"
 
 
 @dataclass(frozen=True)
@@ -28,6 +51,7 @@ class PageRankResult:
     iterations: int
     delta: float
     seconds: tuple[float, ...] = ()  # wall time of each iteration (its join, aggregate, check)
+    engine: str = "dataframe"  # which engine solved it (ENGINES)
 
 
 def pagerank(
@@ -39,8 +63,12 @@ def pagerank(
     max_iterations: int = 20,
     tolerance: float = 1e-4,
     in_driver_max_edges: int = 0,
+    engine: str = "auto",
 ) -> PageRankResult:
     """PageRank of `vertices` (id: long) over directed `edges` (src, dst: long[, weight]).
+
+    `engine` (ENGINES): "auto" solves graphs of at most `in_driver_max_edges` edges in the
+    driver and larger ones on GraphX; every engine gives the same ranks and iteration count.
 
     Stops after `max_iterations` or when the L1 change of the rank vector (which sums to 1) is
     below `tolerance`. networkx stops at N * tol instead, a rule that loosens as the graph grows:
@@ -61,8 +89,14 @@ def pagerank(
         .where("src != dst AND weight > 0")
         .groupBy("src", "dst").agg(F.max("weight").alias("weight"))
     )
-    if in_driver_max_edges and edges.count() <= in_driver_max_edges:
+    engine = choose_engine(spark, engine, edges, in_driver_max_edges)
+    if engine == "driver":
         return _pagerank_in_driver(spark, vertices, edges, damping, max_iterations, tolerance)
+    if engine == "graphx":
+        ranks, it, delta, seconds = graph_graphx.pagerank(
+            spark, vertices, edges, damping=damping, max_iterations=max_iterations,
+            tolerance=tolerance)
+        return PageRankResult(ranks, it, delta, seconds, "graphx")
     outdeg = edges.groupBy("src").agg(F.sum("weight").alias("deg"))
     # One row per edge with its share weight/out-weight, reused by every iteration.
     weighted = (
@@ -116,27 +150,49 @@ def pagerank(
 
 
 def _pagerank_in_driver(spark, vertices, edges, damping, max_iterations, tolerance) -> PageRankResult:
-    """`pagerank` of a graph small enough to hold in the driver: recrawl.graph_local."""
-    ids = [r[0] for r in vertices.collect()]
-    rows = edges.collect()
+    """`pagerank` of a graph small enough to hold in the driver: recrawl.graph_local. Columns
+    travel as Arrow batches both ways (pickled Rows through py4j were most of the time)."""
+    import pyarrow as pa  # lazy: pyspark's Arrow path
+
+    ids = vertices.toArrow().column("id").to_numpy()
+    cols = edges.select("src", "dst", "weight").toArrow()
     vertices.unpersist()
-    res = pagerank_arrays(ids, [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+    res = pagerank_arrays(ids, *(cols.column(c).to_numpy() for c in ("src", "dst", "weight")),
                           damping=damping, max_iterations=max_iterations, tolerance=tolerance)
-    ranks = spark.createDataFrame(list(zip(res.ids.tolist(), res.ranks.tolist(), strict=True)),
-                                  "id long, pagerank double")
-    return PageRankResult(ranks, res.iterations, res.delta, res.seconds)
+    ranks = spark.createDataFrame(pa.table({"id": res.ids, "pagerank": res.ranks}))
+    return PageRankResult(ranks, res.iterations, res.delta, res.seconds, "driver")
 
 
 def _components_in_driver(spark, vertices, edges, *, strong: bool) -> ComponentsResult:
-    """Connected components of a graph small enough to hold in the driver: recrawl.graph_local."""
-    from pyspark.sql.types import StructField, StructType  # lazy: pyspark
+    """Connected components of a graph small enough to hold in the driver: recrawl.graph_local.
 
-    id_type = vertices.schema["id"].dataType
-    ids = [r[0] for r in vertices.select("id").distinct().collect()]
-    rows = edges.select("src", "dst").collect()
-    labels = components_arrays(ids, [r[0] for r in rows], [r[1] for r in rows], strong=strong)
-    schema = StructType([StructField("id", id_type), StructField("component", id_type)])
-    return ComponentsResult(spark.createDataFrame(list(labels.items()), schema), 1, 0)
+    Vertices (host names too) are numbered in id order in Spark, so only integer edge pairs
+    reach the driver (as Arrow) and a component's smallest number is its smallest id."""
+    import pyarrow as pa  # lazy: pyspark's Arrow path
+    from pyspark.sql import Window  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    vids = (
+        vertices.select("id").distinct()
+        .withColumn("vid", F.row_number().over(Window.orderBy("id")) - 1)
+        .localCheckpoint(eager=True)
+    )
+    n = vids.count()
+    pairs = (
+        edges.select("src", "dst")
+        .join(vids.select(F.col("id").alias("src"), F.col("vid").alias("s")), "src")
+        .join(vids.select(F.col("id").alias("dst"), F.col("vid").alias("d")), "dst")
+        .select("s", "d").toArrow()
+    )
+    roots = component_roots(n, pairs.column("s").to_numpy(), pairs.column("d").to_numpy(),
+                            strong=strong)
+    found = spark.createDataFrame(pa.table({"vid": np.arange(n, dtype=np.int64), "root": roots}))
+    labels = (
+        found.join(vids, "vid")
+        .join(vids.select(F.col("vid").alias("root"), F.col("id").alias("component")), "root")
+        .select("id", "component")
+    )
+    return ComponentsResult(labels, 1, 0, "driver")
 
 
 # --- Connected components -------------------------------------------------------------------
@@ -151,6 +207,7 @@ class ComponentsResult:
     labels: object  # DataFrame[id, component]; component is NULL where not resolved in time
     iterations: int
     unresolved: int
+    engine: str = "dataframe"
 
 
 def _min_label_step(labels, edges):
@@ -173,12 +230,18 @@ def _min_label_step(labels, edges):
 
 
 def weakly_connected_components(spark, vertices, edges, *, max_iterations: int = 100,
-                                in_driver_max_edges: int = 0) -> ComponentsResult:
-    """Components of the graph with edge directions ignored (label = smallest vertex id)."""
+                                in_driver_max_edges: int = 0, engine: str = "auto") -> ComponentsResult:
+    """Components of the graph with edge directions ignored (label = smallest vertex id).
+
+    `engine` as for `pagerank`; GraphX runs its ConnectedComponents to the end."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    if in_driver_max_edges and edges.count() <= in_driver_max_edges:
+    engine = choose_engine(spark, engine, edges, in_driver_max_edges)
+    if engine == "driver":
         return _components_in_driver(spark, vertices, edges, strong=False)
+    if engine == "graphx":
+        return ComponentsResult(graph_graphx.components(spark, vertices, edges, strong=False), 1, 0,
+                                "graphx")
     both = (
         edges.select("src", "dst").union(edges.select(F.col("dst").alias("src"), F.col("src").alias("dst")))
         .where("src != dst").distinct().localCheckpoint(eager=True)
@@ -195,7 +258,7 @@ def weakly_connected_components(spark, vertices, edges, *, max_iterations: int =
 
 def strongly_connected_components(
     spark, vertices, edges, *, max_rounds: int = 30, max_iterations: int = 100,
-    in_driver_max_edges: int = 0,
+    in_driver_max_edges: int = 0, engine: str = "auto",
 ) -> ComponentsResult:
     """Strongly connected components by trimming and forward-backward colouring.
 
@@ -203,12 +266,18 @@ def strongly_connected_components(
     components; the rest take the smallest id that reaches them (forward colouring); a colour's
     root (the vertex whose id is the colour) and everything that reaches the root inside the
     colour form one component and leave the graph. Vertices left after `max_rounds` get NULL
-    (counted in `unresolved`) rather than a wrong answer.
+    (counted in `unresolved`) rather than a wrong answer. `engine` as for `pagerank`: the
+    driver (scipy) and GraphX (StronglyConnectedComponents, the same algorithm) resolve every
+    vertex, `max_rounds` bounds only the DataFrame joins.
     """
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    if in_driver_max_edges and edges.count() <= in_driver_max_edges:
+    engine = choose_engine(spark, engine, edges, in_driver_max_edges)
+    if engine == "driver":
         return _components_in_driver(spark, vertices, edges, strong=True)
+    if engine == "graphx":
+        return ComponentsResult(graph_graphx.components(spark, vertices, edges, strong=True), 1, 0,
+                                "graphx")
     remaining = vertices.select("id").distinct().localCheckpoint(eager=True)
     edges = edges.select("src", "dst").where("src != dst").distinct().localCheckpoint(eager=True)
     done = None

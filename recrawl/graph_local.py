@@ -86,24 +86,34 @@ def pagerank_arrays(
     return LocalRanks(ids, ranks, it, delta, tuple(seconds))
 
 
+def component_roots(n: int, src: np.ndarray, dst: np.ndarray, *, strong: bool) -> np.ndarray:
+    """Weakly or strongly connected components of vertices 0..n-1 over the edges src -> dst:
+    for each vertex the smallest vertex of its component (scipy, vectorized)."""
+    from scipy.sparse import coo_matrix  # lazy: scipy is only needed on this path
+    from scipy.sparse.csgraph import connected_components  # lazy: scipy, as above
+
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    keep = s != d
+    graph = coo_matrix((np.ones(int(keep.sum())), (s[keep], d[keep])), shape=(n, n)).tocsr()
+    _, labels = connected_components(graph, directed=True,
+                                     connection="strong" if strong else "weak")
+    first = np.full(labels.max() + 1, n, dtype=np.int64)
+    np.minimum.at(first, labels, np.arange(n))
+    return first[labels]
+
+
 def components_arrays(vertices: Sequence, src: Sequence, dst: Sequence, *,
                       strong: bool) -> dict:
     """Weakly or strongly connected components, each vertex labelled with the smallest id of
     its component (recrawl.graph's rule); ids may be any orderable values (host names)."""
-    from scipy.sparse import coo_matrix  # lazy: scipy is only needed on this path
-    from scipy.sparse.csgraph import connected_components  # lazy: scipy, as above
-
     ids = sorted(set(vertices))
     index = {v: i for i, v in enumerate(ids)}
     pairs = [(index[a], index[b]) for a, b in zip(src, dst, strict=True)
              if a != b and a in index and b in index]
-    n = len(ids)
     rows = np.fromiter((a for a, _ in pairs), dtype=np.int64, count=len(pairs))
     cols = np.fromiter((b for _, b in pairs), dtype=np.int64, count=len(pairs))
-    graph = coo_matrix((np.ones(len(pairs)), (rows, cols)), shape=(n, n)).tocsr()
-    _, labels = connected_components(graph, directed=True,
-                                     connection="strong" if strong else "weak")
-    # ids are sorted, so a component's first index is its smallest id
-    first = np.full(labels.max() + 1 if n else 0, n, dtype=np.int64)
-    np.minimum.at(first, labels, np.arange(n))
-    return {v: ids[first[labels[i]]] for i, v in enumerate(ids)}
+    # ids are sorted, so a component's smallest index is its smallest id
+    roots = component_roots(len(ids), rows, cols, strong=strong)
+    return {v: ids[roots[i]] for i, v in enumerate(ids)}

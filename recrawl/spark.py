@@ -90,13 +90,20 @@ def _is_s3a_jar(path: str) -> bool:
     return Path(path).name.startswith(S3A_JAR_PREFIXES)
 
 
+# The GraphX engine's classes (scripts/build_jvm.sh, recrawl/graph_graphx.py), built by the
+# set-up in the project, not fetched: on `spark.jars` like Delta's, so executors get it too.
+GRAPHX_JAR = PROJECT_ROOT / "jvm" / "target" / "recrawl-graphx.jar"
+
+
 def find_jars(cfg: Config) -> list[str]:
-    """The jar files for spark.jars (not the s3a ones); raises with a setup hint when Delta's
-    are absent."""
+    """The jar files for spark.jars (not the s3a ones; the GraphX engine's when built); raises
+    with a setup hint when Delta's are absent."""
     jars_dir = _jars_dir(cfg)
     jars = [j for j in sorted(glob.glob(str(jars_dir / "*.jar"))) if not _is_s3a_jar(j)]
     if not any(Path(j).name.startswith("delta-spark_") for j in jars):
         raise EnvironmentProblem(f"Delta Lake jars missing in {jars_dir}: {SETUP_HINT}")
+    if GRAPHX_JAR.is_file():
+        jars.append(str(GRAPHX_JAR))
     return jars
 
 

@@ -4,6 +4,8 @@
 #   .cache/jars       Delta Lake jars from Maven Central (pom.xml, scripts/fetch_jars.sh), and
 #                     with --s3a or RECRAWL_S3A=1 the s3a jars (hadoop-aws + the ~640 MB AWS SDK
 #                     bundle) an s3a:// crawl home needs
+#   jvm/target/recrawl-graphx.jar  the GraphX engine's classes (scripts/build_jvm.sh: javac against
+#                     pyspark's own jars, nothing downloaded, a few seconds)
 #   .cache/cds        the driver JVM's class-data-sharing archive (recrawl/cds.py)
 #   .cache/cluster-env  only with --cluster or RECRAWL_CLUSTER=1: the executors' environment
 #                     archive for a Spark cluster (scripts/pack_env.sh, docs/cluster.md)
@@ -59,6 +61,15 @@ if [ ! -d .cache/jars ] || [ "$(cat $stamp_jars 2>/dev/null)" != "$want_jars" ];
   rm -rf .cache/jars
   RECRAWL_S3A=$S3A bash scripts/fetch_jars.sh "$ROOT/.cache/jars"
   echo "$want_jars" > $stamp_jars
+fi
+# Keyed by the Java sources and pyspark (the jars they compile against).
+stamp_jvm=jvm/target/build.stamp
+want_jvm=$( (find jvm/src -type f -print0 | sort -z | xargs -0 cat; cat scripts/build_jvm.sh;
+             .venv/bin/python -c 'import pyspark; print(pyspark.__version__)') | sha1sum | cut -c1-16)
+if [ ! -f jvm/target/recrawl-graphx.jar ] || [ "$(cat $stamp_jvm 2>/dev/null)" != "$want_jvm" ]; then
+  echo "setup: compiling the GraphX engine into jvm/target/recrawl-graphx.jar"
+  PYTHON=.venv/bin/python bash scripts/build_jvm.sh
+  echo "$want_jvm" > $stamp_jvm
 fi
 if [ "$CLUSTER" = 1 ]; then
   bash scripts/pack_env.sh

@@ -17,6 +17,9 @@ ARCHIVE=${ARCHIVE:-$PWD/.cache/cluster-env/recrawl-env.tar.gz}
 SPARK_HOME=${SPARK_HOME:-$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}
 CODE=$("$PY" -c 'import sys; sys.path.insert(0, "."); from recrawl.cluster import code_zip; print(code_zip(".cache"))')
 JARS=$(ls "$PWD"/.cache/jars/delta-*.jar | paste -sd, -)
+# the GraphX engine's classes (scripts/build_jvm.sh; recrawl/graph_graphx.py)
+GRAPHX_JAR=$PWD/jvm/target/recrawl-graphx.jar
+[ -f "$GRAPHX_JAR" ] && JARS="$JARS,$GRAPHX_JAR"
 # The s3a jars (when set-up fetched them) on the class paths, at the same path on every node
 # (recrawl/spark.py explains why not --jars).
 s3a=()

@@ -21,7 +21,7 @@ from recrawl.tables import overwrite, read
 from recrawl.urlnorm import host_key_or_none
 
 
-def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
+def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
     from pyspark import StorageLevel  # lazy: pyspark
     from pyspark.sql import Window  # lazy: pyspark
     from pyspark.sql import functions as F  # lazy: pyspark
@@ -65,7 +65,7 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
     res = pagerank(
         spark, ids.select("id"), edges, damping=float(p["damping"]),
         max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]),
-        in_driver_max_edges=int(p["in_driver_max_edges"]),
+        in_driver_max_edges=int(p["in_driver_max_edges"]), engine=str(p["engine"]),
     )
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     scores = res.ranks.join(ids, "id").select("url", "pagerank", F.lit(now).alias("computed_at")).cache()
@@ -82,7 +82,7 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
     set_scores(spark, cfg, upd)
     host_edges = host_graph(ids, edges, read(spark, cfg, "crawldb").select("url", "host"))
     host_rank = host_ranks(spark, host_edges, p)
-    structure = host_components(spark, host_edges, p)
+    structure, components_engine = host_components(spark, host_edges, p, with_engine=True)
     host_rows = host_rank.join(structure, "host", "full").cache()
     set_ranks(spark, cfg, host_rows)
     big_scc = host_rows.agg(F.max("scc_hosts")).first()[0] or 0
@@ -96,7 +96,9 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int]:
     return {"vertices": n, "edges": n_edges, "iterations": res.iterations,
             # the URL graph's median iteration: what one more iteration costs (docs/scale.md)
             "iteration_ms_median": int(1000 * per_it[len(per_it) // 2]) if per_it else 0,
-            "largest_host_scc": int(big_scc), "hosts_scc_unresolved": unresolved}
+            "largest_host_scc": int(big_scc), "hosts_scc_unresolved": unresolved,
+            # which engine solved the URL graph and the host components (pagerank.engine)
+            "engine": res.engine, "host_components_engine": components_engine}
 
 
 def host_graph(ids, edges, known=None):
@@ -130,22 +132,30 @@ def host_graph(ids, edges, known=None):
     )
 
 
-def host_components(spark, host_edges, p):
+def host_components(spark, host_edges, p, *, with_engine: bool = False):
     """Weakly and strongly connected components of the host graph, for analysts.
 
     A cluster of sites that link to each other (one SCC) is one content source in practice
     (seed 004); a component is named by its smallest host name, with its size in hosts.
+    Solved in the driver (scipy, well under a second for 200k hosts) up to
+    `components_in_driver_max_edges` host edges, above by `engine`'s rule (GraphX under auto).
+    With `with_engine`, returns (rows, the engine that ran).
     """
     from pyspark.sql import functions as F  # lazy: pyspark
 
     edges = host_edges.select(F.col("s").alias("src"), F.col("d").alias("dst"))
     vertices = edges.select(F.col("src").alias("id")).union(edges.select("dst")).distinct()
+    engine = str(p["engine"])
+    if engine == "auto" and edges.count() <= int(p["components_in_driver_max_edges"]):
+        engine = "driver"
     in_driver = int(p["in_driver_max_edges"])
-    wcc = weakly_connected_components(spark, vertices, edges, in_driver_max_edges=in_driver).labels
+    weak = weakly_connected_components(spark, vertices, edges, in_driver_max_edges=in_driver,
+                                       engine=engine)
     scc = strongly_connected_components(
         spark, vertices, edges, max_rounds=int(p["components_max_rounds"]),
-        in_driver_max_edges=in_driver,
+        in_driver_max_edges=in_driver, engine=engine,
     ).labels
+    wcc = weak.labels
 
     def sized(labels, root: str, size: str):
         counts = labels.where("component IS NOT NULL").groupBy("component").agg(F.count("*").alias(size))
@@ -154,9 +164,10 @@ def host_components(spark, host_edges, p):
             .select(F.col("id").alias("host"), F.col("component").alias(root), size)
         )
 
-    return sized(wcc, "component_root", "component_hosts").join(
+    rows = sized(wcc, "component_root", "component_hosts").join(
         sized(scc, "scc_root", "scc_hosts"), "host", "full"
     )
+    return (rows, weak.engine) if with_engine else rows
 
 
 def host_ranks(spark, host_edges, p):
@@ -172,5 +183,5 @@ def host_ranks(spark, host_edges, p):
     )
     res = pagerank(spark, hids.select("id"), hedges, damping=float(p["damping"]),
                    max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]),
-                   in_driver_max_edges=int(p["in_driver_max_edges"]))
+                   in_driver_max_edges=int(p["in_driver_max_edges"]), engine=str(p["engine"]))
     return res.ranks.join(hids, "id").select("host", F.col("pagerank").alias("host_rank"))

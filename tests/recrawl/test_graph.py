@@ -1,4 +1,5 @@
-"""PageRank on small graphs against networkx (same damping; ranks sum to 1)."""
+"""PageRank on small graphs against networkx (same damping; ranks sum to 1), for every engine:
+DataFrame joins, GraphX (recrawl.graph_graphx, the real GraphX through the JVM) and the driver."""
 
 import networkx as nx
 import pytest
@@ -6,6 +7,8 @@ import pytest
 from recrawl.graph import pagerank, strongly_connected_components, weakly_connected_components
 
 pytestmark = pytest.mark.spark
+
+ENGINES = ["dataframe", "graphx", "driver"]
 
 
 def _ranks(spark, n, edge_list, **kw):
@@ -17,6 +20,7 @@ def _ranks(spark, n, edge_list, **kw):
     return {r.id: r.pagerank for r in res.ranks.collect()}, res
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize(
     "n,edges",
     [
@@ -25,8 +29,9 @@ def _ranks(spark, n, edge_list, **kw):
         (4, [(0, 1), (1, 2), (2, 0), (3, 0), (3, 3), (1, 3)]),  # a self-loop is dropped
     ],
 )
-def test_matches_networkx(spark, n, edges):
-    got, res = _ranks(spark, n, edges, max_iterations=30, tolerance=1e-6)
+def test_matches_networkx(spark, n, edges, engine):
+    got, res = _ranks(spark, n, edges, max_iterations=30, tolerance=1e-6, engine=engine)
+    assert res.engine == engine
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     g.add_edges_from((a, b) for a, b in edges if a != b)
@@ -37,17 +42,21 @@ def test_matches_networkx(spark, n, edges):
     assert res.iterations <= 30
 
 
-def test_stops_at_max_iterations(spark):
-    got, res = _ranks(spark, 3, [(0, 1), (1, 2), (2, 0), (0, 2)], max_iterations=2, tolerance=0)
+@pytest.mark.parametrize("engine", ["dataframe", "graphx"])
+def test_stops_at_max_iterations(spark, engine):
+    got, res = _ranks(spark, 3, [(0, 1), (1, 2), (2, 0), (0, 2)], max_iterations=2, tolerance=0,
+                      engine=engine)
     assert res.iterations == 2
     assert len(res.seconds) == 2 and all(t > 0 for t in res.seconds)  # timed per iteration
 
 
-def test_weighted_edges_match_networkx(spark):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_weighted_edges_match_networkx(spark, engine):
     edges = [(0, 1, 3.0), (0, 2, 1.0), (1, 2, 1.0), (2, 0, 2.0), (3, 2, 5.0)]
     v = spark.createDataFrame([(i,) for i in range(4)], "id long")
     e = spark.createDataFrame(edges, "src long, dst long, weight double")
-    got = {r.id: r.pagerank for r in pagerank(spark, v, e, max_iterations=30, tolerance=1e-6).ranks.collect()}
+    res = pagerank(spark, v, e, max_iterations=30, tolerance=1e-6, engine=engine)
+    got = {r.id: r.pagerank for r in res.ranks.collect()}
     g = nx.DiGraph()
     g.add_weighted_edges_from(edges)
     want = nx.pagerank(g, alpha=0.85, weight="weight", tol=1e-12, max_iter=500)
@@ -102,10 +111,11 @@ def _random_graph(n: int = 40, m: int = 70, seed: int = 7) -> tuple[int, list[tu
 COMPONENT_GRAPHS = [_disjoint_union(_PARTS)]
 
 
+@pytest.mark.parametrize("engine", ["dataframe", "graphx"])
 @pytest.mark.parametrize("n,edges", COMPONENT_GRAPHS + [_random_graph()], ids=["parts", "random"])
-def test_strongly_connected_components_match_networkx(spark, n, edges):
+def test_strongly_connected_components_match_networkx(spark, n, edges, engine):
 
-    labels, res = _components(spark, strongly_connected_components, n, edges)
+    labels, res = _components(spark, strongly_connected_components, n, edges, engine=engine)
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     g.add_edges_from(edges)
@@ -121,17 +131,18 @@ def test_strongly_connected_components_round_cap_leaves_null(spark):
     # Two cycles in a chain need two colouring rounds after trimming; with one, some stay NULL.
     labels, res = _components(
         spark, strongly_connected_components, 6,
-        [(0, 1), (1, 0), (1, 2), (2, 3), (3, 4), (4, 2), (5, 5)], max_rounds=1,
+        [(0, 1), (1, 0), (1, 2), (2, 3), (3, 4), (4, 2), (5, 5)], max_rounds=1, engine="dataframe",
     )
     assert res.unresolved > 0
     assert sum(1 for c in labels.values() if c is None) == res.unresolved
     assert labels[0] == labels[1] == 0  # what was resolved is right
 
 
+@pytest.mark.parametrize("engine", ["dataframe", "graphx"])
 @pytest.mark.parametrize("n,edges", COMPONENT_GRAPHS)
-def test_weakly_connected_components_match_networkx(spark, n, edges):
+def test_weakly_connected_components_match_networkx(spark, n, edges, engine):
 
-    labels, res = _components(spark, weakly_connected_components, n, edges)
+    labels, res = _components(spark, weakly_connected_components, n, edges, engine=engine)
     g = nx.DiGraph()
     g.add_nodes_from(range(n))
     g.add_edges_from(edges)
@@ -149,19 +160,37 @@ _WEIGHTED = [(0, 1, 3.0), (0, 1, 1.0), (0, 2, 1.0), (1, 2, 1.0), (2, 0, 2.0), (3
 def test_in_driver_pagerank_equals_the_dataframe_iterations(spark):
     v = spark.createDataFrame([(i,) for i in range(6)], "id long")
     e = spark.createDataFrame(_WEIGHTED, "src long, dst long, weight double")
-    frames = pagerank(spark, v, e, max_iterations=40, tolerance=1e-3)
+    frames = pagerank(spark, v, e, max_iterations=40, tolerance=1e-3, engine="dataframe")
     local = pagerank(spark, v, e, max_iterations=40, tolerance=1e-3, in_driver_max_edges=100)
-    assert 1 < local.iterations == frames.iterations < 40 and local.delta == pytest.approx(frames.delta)
+    graphx = pagerank(spark, v, e, max_iterations=40, tolerance=1e-3, in_driver_max_edges=5)
+    assert (local.engine, graphx.engine) == ("driver", "graphx")  # auto, either side of the threshold
     want = {r.id: r.pagerank for r in frames.ranks.collect()}
-    got = {r.id: r.pagerank for r in local.ranks.collect()}
-    assert got.keys() == want.keys()
-    for node in want:
-        assert got[node] == pytest.approx(want[node], rel=1e-12, abs=1e-15)
+    for other in (local, graphx):
+        assert 1 < other.iterations == frames.iterations < 40
+        assert other.delta == pytest.approx(frames.delta)
+        got = {r.id: r.pagerank for r in other.ranks.collect()}
+        assert got.keys() == want.keys()
+        for node in want:
+            assert got[node] == pytest.approx(want[node], rel=1e-12, abs=1e-15)
 
 
 @pytest.mark.parametrize("fn", [weakly_connected_components, strongly_connected_components])
 def test_in_driver_components_equal_the_dataframe_iterations(spark, fn):
     n, edges = COMPONENT_GRAPHS[0]
-    frames, _ = _components(spark, fn, n, edges)
+    frames, _ = _components(spark, fn, n, edges, engine="dataframe")
     local, res = _components(spark, fn, n, edges, in_driver_max_edges=len(edges))
-    assert local == frames and res.unresolved == 0
+    assert local == frames and res.unresolved == 0 and res.engine == "driver"
+
+
+@pytest.mark.parametrize("fn", [weakly_connected_components, strongly_connected_components])
+def test_graphx_components_of_host_names(spark, fn):
+    """Host graph ids are names: GraphX numbers them and names each component by its smallest
+    name again, as the driver does (names sort differently from the numbers: h9 > h10)."""
+    n, edges = _random_graph(30, 45, seed=3)
+    name = {i: f"h{(i * 7) % n}" for i in range(n)}
+    v = spark.createDataFrame([(name[i],) for i in range(n)], "id string")
+    e = spark.createDataFrame([(name[a], name[b]) for a, b in edges], "src string, dst string")
+    got = fn(spark, v, e, engine="graphx")
+    want = fn(spark, v, e, engine="driver")
+    assert got.engine == "graphx"
+    assert dict(got.labels.collect()) == dict(want.labels.collect())

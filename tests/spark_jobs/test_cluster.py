@@ -29,6 +29,7 @@ API shows running a task is killed with SIGKILL; Spark runs the task again on an
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -99,7 +100,10 @@ def cluster_config(cluster, ui_port: int | None = None) -> Path:
         # "auto" is off for a cluster master (an idle daemon holds its executors); "on" is the
         # operator's choice for a day of tasks, and the one stop below releases them
         "spark.driver_daemon": "on", "spark.driver_daemon_idle_s": 300.0,
-        "spark.driver_daemon_dir": str(cluster["base"] / "daemons")})
+        "spark.driver_daemon_dir": str(cluster["base"] / "daemons"),
+        # the crawl's graphs are far below the in-driver threshold: force the GraphX engine so
+        # its classes (scripts/build_jvm.sh's jar, shipped with --jars) run on the executors
+        "pagerank.engine": "graphx"})
     path = cluster["base"] / "recrawl.toml"
     path.write_text(config_toml(cfg))
     return path
@@ -290,6 +294,10 @@ def test_crawl_on_the_cluster(cluster, cluster_crawl, web, spark, tmp_path):
     assert "--deploy-mode client" in cluster_crawl["submitted"]
     assert "--archives" in cluster_crawl["submitted"]
     assert len(delta_rows(cluster, "scores")) > 0
+    # PageRank and the host components ran on GraphX (pagerank.engine = graphx), not the driver
+    assert re.search(r"[ ,]engine=graphx", cluster_crawl["submitted"])
+    assert "host_components_engine=graphx" in cluster_crawl["submitted"]
+    assert "recrawl-graphx.jar" in cluster_crawl["submitted"]  # on --jars, so executors have it
 
     # the same crawl in local[*], on the same web: the same rows and statuses per URL, although
     # one executor died mid-fetch in the cluster's second round
