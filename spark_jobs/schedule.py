@@ -40,6 +40,7 @@ from recrawl.changerate import GammaPrior, estimate_from_history, history_arrays
 from recrawl.config import Config
 from recrawl.crawldb import set_schedule
 from recrawl.crawldb_rules import SCHEDULED_STATUSES, sql_list
+from recrawl.joblabels import stage
 from recrawl.schedules import (
     SECONDS_PER_DAY,
     ChangeRateOptimalSchedule,
@@ -128,6 +129,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     counts: dict[str, int] = {"policy": code}
     if db.where(todo_cond).isEmpty():  # a re-run, or a round that fetched nothing: no commit
         return {**counts, "scheduled": 0, "changed": 0}
+    stage(spark, "estimating change rates")
     todo = db.where(todo_cond).withColumn("rate", rate_udf("change_history"))
 
     ctx = ScheduleContext()
@@ -247,6 +249,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             min_interval_s=int(stats["lo"]),
             max_interval_s=int(stats["hi"]),
         )
+        stage(spark, "writing next fetch times")
         set_schedule(spark, cfg, result, round_id)
     result.unpersist()
     return counts
