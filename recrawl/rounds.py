@@ -8,8 +8,8 @@ so backfills and tests can run days in minutes.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from recrawl.config import Config
 
@@ -110,9 +110,13 @@ def step_row(prev: Mapping | None, round_id: str, logical: dt.datetime, step: st
 def record_step(
     spark, cfg: Config, round_id: str, logical: dt.datetime, step: str, counts: Mapping[str, int],
     run: StepRun | None = None,
+    round_gates: Callable[[Mapping[str, int]], Mapping[str, str]] | None = None,
 ) -> dict:
     """Merge one step's counts (and timing and gates) into the round's row (re-running a step
     replaces its own); returns the row as written.
+
+    `round_gates` (the round's last step): the round's health gates over the merged counts
+    (gate -> "ok" or a failure line), recorded with the step's own as `round.<gate>`.
 
     On a local crawl home the row is read and replaced through delta-rs (recrawl.tables
     `replace_rows`): one commit of ~20 ms and no Spark job, where Spark's UPDATE of the row
@@ -126,9 +130,19 @@ def record_step(
     from recrawl import tables  # lazy: pyspark (via recrawl.schemas)
 
     now = dt.datetime.now(dt.UTC)
+
+    def new_row(prev: Mapping | None) -> dict:
+        row = step_row(prev, round_id, logical, step, counts, now, run)
+        if round_gates is None or run is None or run.failed_gate is not None:
+            return row
+        extra = {f"round.{g}": r for g, r in round_gates(row["counts"]).items()}
+        failed = next((g for g, r in extra.items() if r != "ok"), None)
+        return step_row(prev, round_id, logical, step, counts, now,
+                        replace(run, gates={**run.gates, **extra}, failed_gate=failed))
+
     if tables.local_rows_supported(cfg):
         existing = tables.rows_where(cfg, "rounds", "round_id", round_id)
-        row = step_row(existing[0] if existing else None, round_id, logical, step, counts, now, run)
+        row = new_row(existing[0] if existing else None)
         tables.replace_rows(cfg, "rounds", "round_id", round_id, [row])
         return row
     from recrawl.schemas import ROUNDS  # lazy: pyspark (via recrawl.schemas)
@@ -136,7 +150,7 @@ def record_step(
     where = f"round_id = {tables.sql_str(round_id)}"
     existing = tables.read(spark, cfg, "rounds").where(where).collect()
     prev = existing[0].asDict() if existing else None
-    row = step_row(prev, round_id, logical, step, counts, now, run)
+    row = new_row(prev)
     if prev is None:
         tables.append(spark.createDataFrame([row], ROUNDS), cfg, "rounds")
         return row
