@@ -143,6 +143,6 @@ def summarize(label: str, total: Mapping[str, Any], listed: int, rate_now: float
     if total["slowest"]:
         parts.append("slowest: " + ", ".join(
             f"{h} ({left} left, ~{_duration(est)})" for h, left, est in total["slowest"]))
-    if done < listed:
+    if done < listed and total["tasks"]:  # no estimate before a task has reported
         parts.append(f"ETA {_duration(total['eta_s'])}")
     return "; ".join(parts)
