@@ -45,7 +45,8 @@ ROUND_PARAMS = {
     "partitions": "generate.partitions",
     "time_budget_s": "fetcher.time_budget_s",
 }
-STEP_LINE = re.compile(r"\]\s+((?:generate|fetch|parse|dedup|updatedb|schedule) \w+: .*?)\s+\[airflow")
+# count lines only (`key=value`), not the progress and stage lines steps print meanwhile
+STEP_LINE = re.compile(r"\]\s+((?:generate|fetch|parse|dedup|updatedb|schedule) \w+: [\w.]+=.*?)\s+\[airflow")
 
 
 def _toml_value(value: Any) -> str:

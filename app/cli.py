@@ -12,11 +12,20 @@ import datetime as dt
 import importlib
 import json
 import sys
+import time
 from collections.abc import Sequence
 
 from app import daemon
 from recrawl.config import Config, ConfigError, load_config, parse_value
-from recrawl.rounds import STEPS, BadInput, check_round_id, parse_date, record_step, round_id_for
+from recrawl.rounds import (
+    STEPS,
+    BadInput,
+    StepRun,
+    check_round_id,
+    parse_date,
+    record_step,
+    round_id_for,
+)
 
 # Only what parsing the command line needs is imported here; each verb imports its own modules
 # (`# lazy:`), so `crawler --help`, `sql`, `report` and `round --check` load no pyspark.
@@ -149,11 +158,35 @@ def _print_counts(title: str, counts: dict) -> None:
 
 
 def run_step(spark, cfg: Config, verb: str, round_id: str, logical: dt.datetime) -> dict:
-    """Run one round step through its Spark job module and record its counts."""
+    """Run one round step through its Spark job module and record its counts and timing.
+
+    Every Spark job of the step is labelled `<verb> <round>` (recrawl.joblabels); its health
+    gates (recrawl.gates) are checked, the round's after its last step; counts, timing and
+    gate results go to the round's row and to the step's metrics (recrawl.metrics). A failed
+    gate raises GateFailed after both are written: the step is then not done.
+    """
+    from recrawl import gates, joblabels, metrics  # lazy: keeps crawler startup fast
 
     module = importlib.import_module(f"spark_jobs.{verb}")
-    counts = module.run(spark, cfg, round_id, logical)
-    record_step(spark, cfg, round_id, logical, verb, counts)
+    started, t0, cpu0 = dt.datetime.now(dt.UTC), time.monotonic(), time.process_time()
+    with joblabels.step_label(spark, verb, round_id):
+        counts = module.run(spark, cfg, round_id, logical)
+    settings = cfg.section("gates")
+    results = gates.check(verb, counts, settings)
+    run = StepRun(started, time.monotonic() - t0, time.process_time() - cpu0, results,
+                  gates.first_failure(results))
+    # the round's gates, over every step's counts, after its last step (and fail that step)
+    round_gates = ((lambda merged: gates.check("round", merged, settings))
+                   if verb == STEPS[-1] else None)
+    row = record_step(spark, cfg, round_id, logical, verb, counts, run, round_gates)
+    mine = {g.split(".", 1)[1]: r for g, r in (row["gates"] or {}).items()
+            if g.startswith(verb + ".")}
+    metrics.export(cfg, verb, metrics.registry_for(
+        verb, round_id, counts, run.seconds, run.cpu_seconds, time.time(), mine))
+    failed = row["failed_gate"]
+    if failed and failed.startswith(verb + "."):
+        gate = failed.split(".", 1)[1]
+        raise gates.GateFailed(verb, gate, mine[gate])
     return counts
 
 
@@ -317,9 +350,17 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
         _print_counts("inject", counts)
         return 0
     if args.verb == "pagerank":
+        from recrawl import joblabels, metrics  # lazy: keeps crawler startup fast
         from spark_jobs import pagerank  # lazy: pyspark (via recrawl.crawldb)
 
-        counts = pagerank.run(get_spark(cfg, short_lived=True), cfg, args.logical)
+        spark = get_spark(cfg, short_lived=True)
+        t0, cpu0 = time.monotonic(), time.process_time()
+        when = args.logical.strftime("%Y-%m-%d")
+        with joblabels.step_label(spark, "pagerank", when):
+            counts = pagerank.run(spark, cfg, args.logical)
+        metrics.export(cfg, "pagerank", metrics.registry_for(
+            "pagerank", when, counts, time.monotonic() - t0, time.process_time() - cpu0,
+            time.time()))
         _print_counts("pagerank", counts)
         return 0
     if args.verb == "maintenance":
@@ -406,12 +447,13 @@ def _spark_error_line(exc: BaseException) -> str | None:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from recrawl.gates import GateFailed  # lazy: keeps crawler startup fast
     from recrawl.lock import LockHeld  # lazy: keeps crawler startup fast
     from recrawl.spark import EnvironmentProblem  # lazy: keeps crawler startup fast
     from recrawl.tables import SchemaMismatch  # lazy: pyspark (via recrawl.tables)
 
     return (ConfigError, EnvironmentProblem, SchemaMismatch, BadInput, FileNotFoundError,
-            LockHeld, ValueError, daemon.UnsafeFolder)
+            LockHeld, ValueError, daemon.UnsafeFolder, GateFailed)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

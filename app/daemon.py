@@ -130,8 +130,15 @@ def _same_user(conn: socket.socket) -> bool:
     return struct.unpack("3i", creds)[1] == os.getuid()
 
 
+# A verb's output may come from several threads (the fetch step's progress thread): one
+# message at a time, or two sendall calls could interleave their bytes on the socket.
+_SEND_LOCK = threading.Lock()
+
+
 def _send(conn: socket.socket, obj: dict) -> None:
-    conn.sendall((json.dumps(obj) + "\n").encode())
+    data = (json.dumps(obj) + "\n").encode()
+    with _SEND_LOCK:
+        conn.sendall(data)
 
 
 def _lines(conn: socket.socket) -> Iterator[dict]:

@@ -40,6 +40,16 @@ class Host:
     requests: int = 0
     errors: int = 0
     deferred_count: int = 0
+    # What the run's requests to the host measured (fetcher.client): the last response's end,
+    # seconds spent in requests, seconds waited between them, bytes received, and requests
+    # that started closer than the host's delay to the previous response's end (never
+    # expected: the scheduler forbids it; the fetch step's politeness gate checks this).
+    last_end: float | None = None
+    busy_s: float = 0.0
+    waited_s: float = 0.0
+    bytes: int = 0
+    violations: int = 0
+    worst_short_s: float = 0.0
 
 
 class Hosts:

@@ -73,6 +73,9 @@ class FetchOutcome:
     robots: list[dict[str, Any]] = field(default_factory=list)
     hosts: list[dict[str, Any]] = field(default_factory=list)
     warc_files: list[str] = field(default_factory=list)
+    #: the run's timing: ``elapsed_ms`` and ``floor_ms``, the shortest time the hosts' delays
+    #: (and the threads) allowed for the requests made (``Fetcher.run``)
+    stats: dict[str, int] = field(default_factory=dict)
 
 
 def empty_row(url: str, fetch_status: str, fetch_time: datetime | None, **values: Any) -> dict:

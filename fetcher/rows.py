@@ -74,6 +74,17 @@ class Rows:
         else:
             self.page(task, m.SKIPPED_BUDGET)
 
+    def tally(self) -> tuple[int, dict[str, int]]:
+        """Rows set so far and their count by fetch status (for progress; lock-free: a row is
+        set once, and reading a list slot while a worker sets another is safe)."""
+        by: dict[str, int] = {}
+        done = 0
+        for r in list(self._rows):
+            if r is not None:
+                done += 1
+                by[r["fetch_status"]] = by.get(r["fetch_status"], 0) + 1
+        return done, by
+
     def result(self) -> list[dict[str, Any]]:
         """All rows in input order; an item without one (its worker never got to it, e.g. a
         DNS lookup stuck past the run's end) is ``skipped_budget``, ``not reached``."""
@@ -102,5 +113,12 @@ def host_rows(hosts: Hosts, queue: Callable[[str], HostQueue], now: float,
             "requests": h.requests,
             "errors": h.errors,
             "deferred": h.deferred_count,
+            # request statistics for the step's metrics and health gates (spark_jobs.fetch)
+            "busy_ms": int(h.busy_s * 1000),
+            "wait_ms": int(h.waited_s * 1000),
+            "bytes": h.bytes,
+            "violations": h.violations,
+            "worst_short_ms": int(h.worst_short_s * 1000),
+            "robots_unavailable": bool(h.robots is not None and h.robots.disallow_all),
         })
     return out

@@ -52,6 +52,7 @@ from fetcher.dns import Resolver, SSRFGuard
 from fetcher.hosts import Host, Hosts
 from fetcher.models import FetchItem, FetchOutcome
 from fetcher.pages import PageFetch
+from fetcher.progress import SLOWEST, StatusWriter
 from fetcher.robots_fetch import RobotsFetch
 from fetcher.rows import Rows, host_rows
 from fetcher.scheduler import Scheduler
@@ -80,6 +81,8 @@ class Fetcher:
         clock: monotonic clock for politeness and deadlines.
         wallclock: epoch clock for fetch times and WARC dates.
         storage: how ``warc_dir`` is reached (:mod:`fetcher.storage`; S3 settings).
+        status_uri: where a status record of the run is written every ``status_interval_s``
+            seconds while it runs (:mod:`fetcher.progress`); None: no progress records.
     """
 
     def __init__(self, settings: FetchSettings, warc_dir: str, warc_prefix: str, *,
@@ -87,8 +90,12 @@ class Fetcher:
                  resume: bool = False,
                  clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
-                 storage: Storage | None = None) -> None:
+                 storage: Storage | None = None,
+                 status_uri: str | None = None,
+                 status_interval_s: float = 5.0) -> None:
         self.settings = settings
+        self.status_uri = status_uri
+        self.status_interval_s = status_interval_s
         self.warc_dir = warc_dir
         self.storage = storage
         self.warc_prefix = warc_prefix
@@ -130,6 +137,10 @@ class Fetcher:
                         else max(s.min_delay_s, s.max_crawl_delay_s))
                 self._sched.hold(h.queue_key, start + wait)
         n_threads = max(1, min(s.threads, len(self._sched.queues()) or 1))
+        self._start, self._listed = start, len(items)
+        status = (StatusWriter(self.storage or Storage(), self.status_uri,
+                               self.status_interval_s, self.progress).start()
+                  if self.status_uri else None)
         workers = [threading.Thread(target=self._worker, name=f"fetch-{i}", daemon=True)
                    for i in range(n_threads)]
         for w in workers:
@@ -140,6 +151,8 @@ class Fetcher:
         for w in workers:
             w.join(max(0.0, hard_end - self.clock()))
         self._hosts.close_connections()
+        if status is not None:
+            status.stop()
 
         for _, task in self._sched.drain_all():
             if task.kind == "page":
@@ -149,7 +162,51 @@ class Fetcher:
         return FetchOutcome(rows=rows, robots=self._robots.rows,
                             hosts=host_rows(self._hosts, self._sched.queue, self.clock(),
                                             self._to_wall),
-                            warc_files=warc_files)
+                            warc_files=warc_files, stats=self._timing(n_threads))
+
+    # -- what the run measured ---------------------------------------------------------------
+    def _timing(self, threads: int) -> dict[str, int]:
+        """Elapsed time and the politeness floor: the shortest time in which the requests made
+        could have been made, each host's requests back to back at its delay and the threads
+        kept busy (the throughput gate compares the two, recrawl.gates)."""
+        floor, busy = 0.0, 0.0
+        for h in self._hosts:
+            if h.requests:
+                delay = self._queue_delay.get(h.queue_key, self.settings.min_delay_s)
+                floor = max(floor, h.busy_s + (h.requests - 1) * delay)
+                busy += h.busy_s
+        floor = max(floor, busy / max(1, threads))
+        return {"elapsed_ms": int((self.clock() - self._start) * 1000),
+                "floor_ms": int(floor * 1000)}
+
+    def progress(self) -> dict:
+        """The run's status record (fetcher.progress): read without the scheduler's lock, so
+        the workers never wait for it; counts may be a request old."""
+        now = self.clock()
+        done, outcomes = self._rows.tally()
+        active = waiting = deferred = 0
+        holding = []
+        for q in self._sched.queues():
+            left = len(q.tasks)
+            if q.in_flight:
+                active += 1
+            elif left:
+                waiting += 1
+            if left or q.in_flight:
+                delay = self._queue_delay.get(q.key, self.settings.min_delay_s)
+                est = max(0.0, q.next_allowed - now) + left * delay
+                holding.append((q.key, left + int(q.in_flight), round(est, 1)))
+        bytes_, requests = 0, 0
+        for h in self._hosts:
+            deferred += int(h.deferred is not None or h.failure is not None)
+            bytes_ += h.bytes
+            requests += h.requests
+        holding.sort(key=lambda x: -x[2])
+        return {"task": self.warc_prefix, "listed": self._listed, "done": done,
+                "outcomes": outcomes, "bytes": bytes_, "requests": requests,
+                "hosts_active": active, "hosts_waiting": waiting, "hosts_deferred": deferred,
+                "slowest": holding[:SLOWEST], "eta_s": holding[0][2] if holding else 0.0,
+                "elapsed_s": round(now - self._start, 1)}
 
     # -- setting up ------------------------------------------------------------------------
     def _now(self) -> datetime:

@@ -135,6 +135,35 @@ def rounds_overview(con) -> list[dict]:
         FROM rounds ORDER BY logical_date, round_id""")
 
 
+def step_timing_per_round(con) -> list[dict]:
+    """One row per step run of each round (round_id, logical_date, step, started_at, seconds,
+    cpu_seconds, gates, failed): when it started, its wall and driver-CPU seconds, its health
+    gates (`gate: result`, `;`-separated) and whether one of them failed the round. Empty for
+    rounds run before steps kept their timing (`crawler init` adds the columns)."""
+    if not has_columns(con, "rounds", "step_seconds", "step_started_at", "step_cpu_seconds",
+                       "gates", "failed_gate"):
+        return []
+    out = []
+    for r in rows(con, """
+            SELECT round_id, logical_date, step_started_at, step_seconds, step_cpu_seconds,
+                   gates, failed_gate
+            FROM rounds ORDER BY logical_date, round_id"""):
+        started = r["step_started_at"] or {}
+        seconds = r["step_seconds"] or {}
+        gates = r["gates"] or {}
+        failed = r["failed_gate"] or ""
+        for step in sorted(seconds, key=lambda s: (started.get(s) is None, started.get(s), s)):
+            mine = {g.split(".", 1)[1]: v for g, v in gates.items() if g.startswith(step + ".")}
+            out.append({
+                "round_id": r["round_id"], "logical_date": r["logical_date"], "step": step,
+                "started_at": started.get(step), "seconds": float(seconds[step]),
+                "cpu_seconds": float((r["step_cpu_seconds"] or {}).get(step) or 0.0),
+                "gates": "; ".join(f"{g}: {v}" for g, v in mine.items()),
+                "failed": failed.split(".", 1)[1] if failed.startswith(step + ".") else "",
+            })
+    return out
+
+
 def fetch_status_per_round(con) -> list[dict]:
     """(round_id, logical_date, fetch_status, n): what every fetch attempt of a round ended as."""
     if not has_tables(con, "fetches", "rounds"):

@@ -28,10 +28,14 @@ from recrawl.report_html import (  # noqa: F401 (bar_chart: the report's, for te
     section,
     table,
 )
+from recrawl.rounds import STEPS
 
 # Why a section is empty and what to run (shown in place of the chart or table).
 _NO_ROUND = ("No round has run yet: <code>crawler init</code>, <code>crawler inject SEEDS</code>, "
              "then <code>crawler round --date DATE</code>.")
+_NO_TIMING = ("No step timing yet: steps record their timing in the rounds table as they run "
+              "(tables created before that get the columns from <code>crawler init</code>).")
+STEP_ORDER = STEPS  # stacked in the order a round runs them
 _NO_FETCH = "No fetch yet: run a round (<code>crawler round --date DATE</code>)."
 _NO_URLS = "crawldb is empty: run <code>crawler inject SEEDS</code> (after <code>crawler init</code>)."
 _NO_DUPS = ("No duplicates found: no fetched page had the same or nearly the same content as "
@@ -111,6 +115,19 @@ def build_report(con, *, title: str = "Crawl report", home: str = "", top: int =
                                            ("not_modified", "304"), ("pages", "pages"),
                                            ("new_urls", "new URLs"), ("duplicates", "duplicates")],
                                   "table-rounds")),
+    ))
+    timing = a.step_timing_per_round(con)
+    cats, series = charts.pivot(timing, "round_id", "step", "seconds", STEP_ORDER)
+    sections.append(section(
+        "step-timing", "Step timing and health gates per round",
+        "Wall seconds of each step's last run in every round, stacked; the table adds when it "
+        "started, the driver process's CPU seconds and the health gates checked after it "
+        "(a failed gate stops the round at that step: docs/operators.md, \"Health gates\").",
+        bar_chart("chart-step-timing", cats, series, unit="s", integer=False, why=_NO_TIMING),
+        details("numbers", table(timing, [("round_id", "round"), ("step", "step"),
+                                          ("started_at", "started"), ("seconds", "wall s"),
+                                          ("cpu_seconds", "driver CPU s"), ("gates", "gates"),
+                                          ("failed", "failed gate")], "table-step-timing")),
     ))
     cats, series = charts.pivot(status_rows, "round_id", "fetch_status", "n", FETCH_STATUSES)
     sections.append(section(

@@ -293,6 +293,14 @@ ROUNDS = _schema(
     ("finished_at", T),
     ("counts", MapType(S, L, True)),
     ("steps_done", ArrayType(S, True)),
+    # Per step of the round's last run of it (recrawl.rounds.StepRun): when it started, its
+    # wall seconds and the driver process's CPU seconds; the health gates it ran
+    # (`<step>.<gate>` -> "ok" or the failure line) and the gate that failed the round, if any.
+    ("step_started_at", MapType(S, T, True)),
+    ("step_seconds", MapType(S, D, True)),
+    ("step_cpu_seconds", MapType(S, D, True)),
+    ("gates", MapType(S, S, True)),
+    ("failed_gate", S),
 )
 
 

@@ -25,6 +25,7 @@ import datetime as dt
 
 from recrawl.config import Config
 from recrawl.hostdb import flag_traps
+from recrawl.joblabels import stage
 from recrawl.nearjoin import near_duplicate_pairs_df
 from recrawl.survivor import rank_key_column
 from recrawl.tables import read, replace_round, sql_str, ts_lit
@@ -99,6 +100,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "url", "simhash", "is_new", "rank_key"
     )
     nd = near_duplicate_pairs_df(near_in, k, layout, cap, carry=("rank_key",), prune=small)
+    stage(spark, "near-duplicate block join")
     nd.rows.persist(StorageLevel.MEMORY_AND_DISK)
     pairs = nd.pairs.persist(StorageLevel.MEMORY_AND_DISK)
     # Orient: the page with the larger key loses; keep its best-ranked neighbour.
@@ -118,6 +120,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     # Materialized: the write and the counts below then plan over a small scan, not the joins.
     dups = exact.unionByName(near).withColumn("round_id", F.lit(round_id)).localCheckpoint()
+    stage(spark, "writing duplicates")
     replace_round(dups, cfg, "duplicates", round_id)
     by_kind = dups.groupBy("kind").agg(F.count("*").alias("n")).collect()
     counts = {r["kind"]: r["n"] for r in by_kind}

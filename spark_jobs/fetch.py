@@ -32,6 +32,7 @@ from fetcher.storage import S3Options, Storage
 from recrawl.cluster import executor_id
 from recrawl.config import Config, ConfigError
 from recrawl.hostdb import record_fetch
+from recrawl.joblabels import stage
 from recrawl.schemas import FETCHES, HOSTS, ROBOTS
 from recrawl.tables import (
     InsertAll,
@@ -43,6 +44,7 @@ from recrawl.tables import (
     table_exists,
 )
 from spark_jobs.common import norm_rules
+from spark_jobs.fetch_progress import FetchMonitor
 
 
 def _json_default(value):
@@ -56,6 +58,7 @@ def _json_default(value):
 def fetch_partition(
     rows: Iterable, settings_map: dict, warc_dir: str, prefix: str, resume: bool = False,
     s3: S3Options | None = None, started_dir: str | None = None,
+    status_dir: str | None = None, status_interval_s: float = 5.0,
 ) -> Iterator[tuple[str, str]]:
     """The per-task body: fetch the partition's URLs and yield (kind, json) records.
 
@@ -104,7 +107,9 @@ def fetch_partition(
             }
     settings = FetchSettings.from_mapping(settings_map)
     fetcher = Fetcher(settings, warc_dir, f"{prefix}-p{part:05d}-a{attempt}",
-                      robots_cache=robots_cache, resume=resume or retried, storage=storage)
+                      robots_cache=robots_cache, resume=resume or retried, storage=storage,
+                      status_uri=f"{status_dir}/p{part:05d}.json" if status_dir else None,
+                      status_interval_s=status_interval_s)
     outcome = fetcher.run(items)
     executor = executor_id()
     for row in outcome.rows:
@@ -113,6 +118,7 @@ def fetch_partition(
         yield ("robots", json.dumps(row, default=_json_default))
     for row in outcome.hosts:
         yield ("host", json.dumps(row, default=_json_default))
+    yield ("stats", json.dumps(outcome.stats))
 
 
 def fs_list(spark, directory: str) -> list[str]:
@@ -238,9 +244,15 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # WARCs on s3a:// are written by Python (s3fs) with the same endpoint settings as Spark's.
     s3 = S3Options.from_spark_conf(cfg.get("spark.extra"))
 
+    # Progress: every task writes a status record through the WARCs' storage, the driver
+    # reads them while the job runs (fetcher.progress, spark_jobs.fetch_progress).
+    interval = float(cfg.get("progress.interval_s"))
+    status_root = f"{cfg.home}/staging/fetch-progress/{round_id}"
+    status_dir = f"{status_root}/{nonce}" if interval > 0 else None
+
     def body(it):
         return fetch_partition((kv[1] for kv in it), settings_map, warc_dir, f"{round_id}-{nonce}",
-                               resume, s3, started_dir)
+                               resume, s3, started_dir, status_dir, interval)
 
     # Identity partitioner: fetch-list partition p is Spark partition p, one task each.
     rdd = (
@@ -249,8 +261,16 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .mapPartitions(body)
     )
     staging = f"{cfg.home}/staging/fetch/{round_id}"
-    spark.createDataFrame(rdd, "kind string, payload string").write.mode("overwrite").parquet(staging)
+    listed = fl.count() if status_dir else 0
+    stage(spark, f"fetching {listed} URLs in {n_parts} tasks" if listed else "fetching")
+    with FetchMonitor(Storage(s3), status_dir or "", f"fetch {round_id}", listed, n_parts,
+                      interval if status_dir else 0.0) as monitor:
+        spark.createDataFrame(rdd, "kind string, payload string").write.mode("overwrite") \
+            .parquet(staging)
+        if status_dir:
+            monitor.report()  # the final tally, every task's last record in
     staged = spark.read.parquet(staging)
+    stage(spark, "publishing fetches, robots and hosts")
 
     def parsed(kind: str, schema):
         return staged_rows(staged, kind, schema)
@@ -267,8 +287,10 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         if f.rsplit("/", 1)[-1] not in referenced_names:
             fs_delete(spark, f)
             removed += 1
+    run_stats = fetch_stats(staged)
     fs_delete(spark, staging)
     fs_delete(spark, started_root)
+    fs_delete(spark, status_root)
     # The round's CDXJ index next to its WARCs (fetcher.cdxj), rebuilt on every run.
     _, cdxj_lines = write_index(warc_dir, sorted(referenced), Storage(s3))
     counts = {
@@ -281,4 +303,46 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     counts["warc_orphans_removed"] = removed
     counts["resumed"] = int(resume)
     counts["cdxj_lines"] = cdxj_lines
+    counts.update(run_stats)
     return counts
+
+
+# What each fetch task reports of its hosts and its timing, beyond the `hosts` table's columns.
+_HOST_STATS = ("host string, requests long, bytes long, busy_ms long, wait_ms long, "
+               "violations long, worst_short_ms long, robots_unavailable boolean")
+_TASK_STATS = "elapsed_ms long, floor_ms long"
+
+
+def fetch_stats(staged) -> dict[str, int]:
+    """The step's request statistics from its tasks' `host` and `stats` records (counts in the
+    rounds table; recrawl.metrics exports them, recrawl.gates judges them): requests, bytes,
+    hosts and those whose robots.txt was unavailable, requests per host (p50, p90, p99, max),
+    seconds waited on host delays, politeness violations and the worst shortfall, the slowest
+    task's time and its politeness floor."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    hosts = staged_rows(staged, "host", _HOST_STATS).groupBy("host").agg(
+        F.sum("requests").alias("requests"), F.sum("bytes").alias("bytes"),
+        F.sum("wait_ms").alias("wait_ms"), F.sum("violations").alias("violations"),
+        F.max("worst_short_ms").alias("worst_short_ms"),
+        F.max(F.col("robots_unavailable").cast("int")).alias("robots_unavailable"))
+    h = hosts.agg(
+        F.count("*").alias("hosts"),
+        F.coalesce(F.sum("requests"), F.lit(0)).alias("requests"),
+        F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
+        F.coalesce(F.sum("wait_ms"), F.lit(0)).alias("politeness_wait_ms"),
+        F.coalesce(F.sum("violations"), F.lit(0)).alias("politeness_violations"),
+        F.coalesce(F.max("worst_short_ms"), F.lit(0)).alias("politeness_worst_short_ms"),
+        F.coalesce(F.sum("robots_unavailable"), F.lit(0)).alias("robots_unavailable_hosts"),
+        F.percentile_approx("requests", [0.5, 0.9, 0.99]).alias("q"),
+        F.coalesce(F.max("requests"), F.lit(0)).alias("requests_per_host_max"),
+    ).collect()[0].asDict()
+    q = h.pop("q") or [0, 0, 0]
+    t = staged_rows(staged, "stats", _TASK_STATS).agg(
+        F.coalesce(F.max("elapsed_ms"), F.lit(0)).alias("task_max_ms"),
+        F.coalesce(F.max("floor_ms"), F.lit(0)).alias("polite_floor_ms"),
+    ).collect()[0].asDict()
+    out = {k: int(v or 0) for k, v in {**h, **t}.items()}
+    out.update(requests_per_host_p50=int(q[0] or 0), requests_per_host_p90=int(q[1] or 0),
+               requests_per_host_p99=int(q[2] or 0))
+    return out

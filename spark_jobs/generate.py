@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 from recrawl.config import Config, ConfigError
 from recrawl.crawldb_rules import eligible_sql, is_due_sql, may_fetch_sql, per_host_cap_sql
+from recrawl.joblabels import stage
 from recrawl.politeness import host_delay_sql
 from recrawl.schedules import change_probability_sql, discovery_slots, revisit_budget
 from recrawl.signal_trust import TrustRule, change_gain_sql, deferred_sql, signalled_changed_sql
@@ -101,6 +102,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .join(robots, "host", "left")
     )
     signal_requests = _signal_requests(spark, cfg, round_id)
+    stage(spark, "selecting due URLs from crawldb")
     out = live_marks(spark, cfg, round_id, expiry)
     if out is not None:
         known = known.join(out, "url", "left_anti")
@@ -259,6 +261,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         selected.join(F.broadcast(amap), "host")
         .withColumn("round_id", F.lit(round_id))
     )
+    stage(spark, "writing the fetch list")
     replace_round(fetch_list, cfg, "fetch_list", round_id)
     # What was written, without reading it back: the selected parts are cached and disjoint
     # (new, due, not-due fill), and every selected host has its partition.

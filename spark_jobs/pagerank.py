@@ -17,6 +17,7 @@ from recrawl.config import Config
 from recrawl.crawldb import set_scores
 from recrawl.graph import pagerank, strongly_connected_components, weakly_connected_components
 from recrawl.hostdb import set_ranks
+from recrawl.joblabels import stage
 from recrawl.tables import overwrite, read
 from recrawl.urlnorm import host_key_or_none
 
@@ -62,6 +63,7 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
         .select("src", "dst")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
+    stage(spark, "PageRank of the URL graph")
     res = pagerank(
         spark, ids.select("id"), edges, damping=float(p["damping"]),
         max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]),
@@ -82,6 +84,7 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
     set_scores(spark, cfg, upd)
     host_edges = host_graph(ids, edges, read(spark, cfg, "crawldb").select("url", "host"))
     host_rank = host_ranks(spark, host_edges, p)
+    stage(spark, "host graph components")
     structure, components_engine = host_components(spark, host_edges, p, with_engine=True)
     host_rows = host_rank.join(structure, "host", "full").cache()
     set_ranks(spark, cfg, host_rows)

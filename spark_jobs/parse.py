@@ -17,6 +17,7 @@ from io import BytesIO
 from recrawl.captures import sniff_mime
 from recrawl.config import Config
 from recrawl.extract import extractor
+from recrawl.joblabels import stage
 from recrawl.linkfilter import filter_reason
 from recrawl.parsing import MAX_EXTRACT_MS, parse_html
 from recrawl.sitemaps import is_sitemap, sitemap_locs
@@ -155,6 +156,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .mapPartitions(lambda it: parse_rows((r.asDict() for r in it), opts))
         .map(lambda d: tuple(d.get(c) for c in cols))
     )
+    stage(spark, "parsing the round's WARC records")
     parsed = spark.createDataFrame(rdd, out_schema).cache()
     replace_round(parsed.drop("links"), cfg, "pages", round_id)
 
@@ -169,6 +171,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .withColumn("src_host", host_udf("src_url"))
         .withColumn("dst_host", host_udf("dst_url"))
     )
+    stage(spark, "writing outlinks")
     write_latest_outlinks(spark, cfg, round_id, parsed.select("url"), links)
     stats = parsed.agg(
         F.count("*").alias("pages"),
@@ -178,6 +181,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     parsed.unpersist()
     link_count = read(spark, cfg, "links").where(f"round_id = {sql_str(round_id)}").count()
     # The round's captures with URL-index columns (they need this parse's MIME and language).
+    stage(spark, "indexing captures")
     n_captures = captures.run(spark, cfg, round_id)
     return {
         "pages": int(stats["pages"] or 0),

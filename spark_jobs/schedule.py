@@ -40,6 +40,7 @@ from recrawl.changerate import GammaPrior, estimate_from_history, history_arrays
 from recrawl.config import Config
 from recrawl.crawldb import set_rates, set_schedule
 from recrawl.crawldb_rules import SCHEDULED_STATUSES, sql_list
+from recrawl.joblabels import stage
 from recrawl.schedules import (
     SECONDS_PER_DAY,
     ChangeRateOptimalSchedule,
@@ -131,6 +132,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
                                                float(sig["requote_min_change"]))
     if db.where(todo_cond).isEmpty():  # a re-run, or a round that fetched nothing: no commit
         return {**counts, "scheduled": 0, "changed": 0}
+    stage(spark, "estimating change rates")
     todo = db.where(todo_cond).withColumn("rate", rate_udf("change_history"))
 
     ctx = ScheduleContext()
@@ -250,6 +252,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
             min_interval_s=int(stats["lo"]),
             max_interval_s=int(stats["hi"]),
         )
+        stage(spark, "writing next fetch times")
         set_schedule(spark, cfg, result, round_id)
     result.unpersist()
     return counts

@@ -38,6 +38,7 @@ from fetcher.storage import S3Options, Storage
 from recrawl.config import Config
 from recrawl.crawldb import set_signals
 from recrawl.hostdb import record_signal_reads
+from recrawl.joblabels import stage
 from recrawl.schemas import SIGNAL_SOURCES
 from recrawl.signal_trust import TrustRule, next_read_at
 from recrawl.tables import Insert, Update, merge_into, naive_utc, read, sql_str, ts_lit
@@ -182,6 +183,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     rdd = (spark.sparkContext.parallelize([(i["partition"], i) for i in items], n_parts)
            .partitionBy(n_parts, lambda k: int(k) % n_parts).mapPartitions(body))
     staging = f"{cfg.home}/staging/signals/{round_id}"
+    stage(spark, "reading sitemaps and feeds")
     spark.createDataFrame(rdd, "kind string, payload string").write.mode("overwrite").parquet(staging)
     staged = spark.read.parquet(staging).cache()
     records = {k: [json.loads(p) for (p,) in staged.where(F.col("kind") == k).select("payload")

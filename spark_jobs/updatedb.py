@@ -29,6 +29,7 @@ from recrawl.config import Config
 from recrawl.crawldb import apply_round, mark_traps, park_poison
 from recrawl.crawldb_rules import ChangeColumns, meaningful_change_sql
 from recrawl.hostdb import record_counts, record_signal_checks
+from recrawl.joblabels import stage
 from recrawl.linkfilter import keep
 from recrawl.signal_trust import (
     TrustRule,
@@ -130,6 +131,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     before = read(spark, cfg, "crawldb").count()
     checked = _check_signals(spark, cfg, src, now)  # reads the copies the MERGE replaces
+    stage(spark, "merging the round into crawldb")
     apply_round(spark, cfg, merged, round_id, now)
     park_poison(spark, cfg, now)
     after = read(spark, cfg, "crawldb").count()
@@ -224,6 +226,7 @@ def _update_hosts(spark, cfg: Config, now: dt.datetime) -> int:
         .withColumn("trap", F.col("trap_reason").isNotNull())
         .withColumn("updated_at", F.lit(now))
     )
+    stage(spark, "updating hosts")
     record_counts(spark, cfg, stats)
     trap_hosts = read(spark, cfg, "hosts").where("trap").select("host")
     n = trap_hosts.count()

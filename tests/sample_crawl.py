@@ -365,8 +365,31 @@ def rows_by_table() -> dict[str, list[dict]]:
             "round_id": rid, "logical_date": day, "started_at": _ts(rnd, 60),
             "finished_at": _ts(rnd, 60 + 300 * (rnd + 1)), "counts": counts,
             "steps_done": ["generate", "fetch", "parse", "dedup", "updatedb", "schedule"],
+            **_step_timing(rnd),
         })
     return out
+
+
+# Per-step wall seconds of every round (rounds.step_seconds); driver CPU is a tenth of it.
+STEP_SECONDS = {"generate": 10.0, "fetch": 120.0, "parse": 30.0, "dedup": 20.0,
+                "updatedb": 25.0, "schedule": 15.0}
+# Round 2's fetch failed its error-share gate (rounds.gates / failed_gate).
+FAILED_GATE = (2, "fetch.error_share", "error share 60% of 10 URLs above gates.max_error_share 50%")
+
+
+def _step_timing(rnd: int) -> dict:
+    started, at = {}, 60
+    for step, secs in STEP_SECONDS.items():
+        started[step] = _ts(rnd, at)
+        at += int(secs)
+    gates = {"fetch.politeness": "ok", "fetch.error_share": "ok"}
+    failed = None
+    if rnd == FAILED_GATE[0]:
+        failed = FAILED_GATE[1]
+        gates[failed] = FAILED_GATE[2]
+    return {"step_started_at": started, "step_seconds": {s: v * (rnd + 1) for s, v in STEP_SECONDS.items()},
+            "step_cpu_seconds": {s: v / 10 for s, v in STEP_SECONDS.items()}, "gates": gates,
+            "failed_gate": failed}
 
 
 def build(spark, home) -> Config:

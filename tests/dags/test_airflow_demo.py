@@ -25,6 +25,10 @@ def test_round_conf_names_the_dag_params_with_the_configured_values(tmp_path):
 def test_step_lines_are_picked_from_a_dags_test_log(tmp_path):
     log = tmp_path / "x.log"
     log.write_text(
+        "2026-11-29T22:52:16Z [info     ] fetch 20261101: 3/24 URLs (12%); 1.0 pages/s now "
+        "[airflow.task.hooks.airflow.providers.standard.hooks.subprocess.SubprocessHook] loc=x\n"
+        "2026-11-29T22:52:16Z [info     ] generate 20261101: writing the fetch list (+2s) "
+        "[airflow.task.hooks.airflow.providers.standard.hooks.subprocess.SubprocessHook] loc=x\n"
         "2026-11-29T22:52:17Z [info     ] generate 20261101: generated=24, hosts=24 "
         "[airflow.task.hooks.airflow.providers.standard.hooks.subprocess.SubprocessHook] loc=x\n"
         "2026-11-29T22:52:18Z [info     ] Command exited with return code 0 [airflow.task]\n",

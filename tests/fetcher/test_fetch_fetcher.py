@@ -393,3 +393,34 @@ def test_gzip_level_is_configurable(tmp_path, raw_server, gzip_level):
     out = run(tmp_path, [FetchItem(f"http://a.local.test:{srv.port}/x")],
               warc_gzip_level=gzip_level)
     assert out.rows[0]["fetch_status"] == "fetched" and len(out.warc_files) == 1
+
+
+def test_client_measures_gaps_and_counts_a_request_sooner_than_the_hosts_delay():
+    # The politeness gate's evidence (recrawl.gates.politeness): every gap from a response's
+    # end to the host's next request, judged by the host's delay at that time. The scheduler
+    # never lets a gap be short, so the measure is checked on exchanges made up here.
+    from fetcher.client import Client
+    from fetcher.hosts import Host
+    from fetcher.http import Exchange
+    from fetcher.robots import RobotsRules
+
+    client = Client(local_settings(min_delay_s=1.0, max_crawl_delay_s=30.0), clock=time.monotonic,
+                    wallclock=time.time, budget_end=1e12)
+    h = Host("http://a.sim.test:80", "http", "a.sim.test", 80, "http://a.sim.test:80")
+
+    def exchange(start: float, end: float) -> Exchange:
+        return Exchange(url="http://a.sim.test/", ip="127.0.0.1", start=start,
+                        started_at=datetime.now(UTC), end=end, head=b"h" * 10, body=b"b" * 90)
+
+    client._measure(h, exchange(0.0, 0.5))  # the first request: no gap
+    client._measure(h, exchange(1.5, 2.0))  # 1.0 s after: the min delay, polite
+    assert h.violations == 0
+    client._measure(h, exchange(2.6, 3.0))  # 0.6 s after
+    assert h.violations == 1 and h.worst_short_s == pytest.approx(0.4)
+    h.robots = RobotsRules(status=200, crawl_delay=2.0)  # Crawl-delay 2 now applies
+    client._measure(h, exchange(4.5, 5.0))  # 1.5 s after
+    assert h.violations == 2 and h.worst_short_s == pytest.approx(0.5)
+    client._measure(h, exchange(7.0, 7.5))  # 2.0 s after
+    assert h.violations == 2
+    assert h.bytes == 500 and h.busy_s == pytest.approx(2.4)
+    assert h.waited_s == pytest.approx(1.0 + 0.6 + 1.5 + 2.0)

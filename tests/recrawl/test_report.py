@@ -13,7 +13,16 @@ import pytest
 
 from recrawl import analytics, fastsql, report, report_html
 from tests.chromium import chromium_or_skip
-from tests.sample_crawl import EXPECTED, NOW, SLOW, XSS_TITLE, config_for, sample_home
+from tests.sample_crawl import (
+    EXPECTED,
+    FAILED_GATE,
+    NOW,
+    SLOW,
+    STEP_SECONDS,
+    XSS_TITLE,
+    config_for,
+    sample_home,
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +57,22 @@ def test_fetch_status_per_round_and_throughput(con):
     assert thr["20261101"]["seconds"] == pytest.approx(8.0)
     assert thr["20261101"]["pages_per_s"] == pytest.approx(0.5)
     assert [r["round_id"] for r in analytics.rounds_overview(con)] == list(EXPECTED["fetched_per_round"])
+
+
+@pytest.mark.spark
+def test_step_timing_and_gates_per_round(con):
+    timing = analytics.step_timing_per_round(con)
+    rids = list(EXPECTED["fetched_per_round"])
+    # every step of every round, in the order the steps ran
+    assert [(r["round_id"], r["step"]) for r in timing] == [
+        (rid, step) for rid in rids for step in STEP_SECONDS]
+    by = {(r["round_id"], r["step"]): r for r in timing}
+    assert by[(rids[1], "fetch")]["seconds"] == pytest.approx(240.0)
+    assert by[(rids[0], "parse")]["cpu_seconds"] == pytest.approx(3.0)
+    rnd, gate, line = FAILED_GATE
+    failed = by[(rids[rnd], "fetch")]
+    assert failed["failed"] == gate.split(".", 1)[1] and line in failed["gates"]
+    assert by[(rids[0], "fetch")]["failed"] == "" and "error_share: ok" in by[(rids[0], "fetch")]["gates"]
 
 
 @pytest.mark.spark
@@ -243,7 +268,8 @@ def test_report_dom_has_every_chart_with_the_data(rendered):
     bars = parser.bars
     for chart in ("chart-rounds", "chart-fetch-status", "chart-throughput", "chart-changes",
                   "chart-duplicates", "chart-hosts", "chart-status-mix", "chart-backoffs",
-                  "chart-change-rate", "chart-freshness", "chart-fetch-reasons"):
+                  "chart-change-rate", "chart-freshness", "chart-fetch-reasons",
+                  "chart-step-timing"):
         assert bars.get(chart), chart
 
     def value(chart, category, series):
@@ -261,6 +287,8 @@ def test_report_dom_has_every_chart_with_the_data(rendered):
         assert [value("chart-changes", rid, s) for s in ("new", "changed", "unchanged")] == \
             [str(new), str(changed), str(unchanged)]
     assert value("chart-throughput", "20261101", "pages/s") == "0.5"
+    assert value("chart-step-timing", "20261102", "fetch") == "240"
+    assert FAILED_GATE[2] in rendered["dom"]  # the failed gate's line, in the timing table
     assert value("chart-backoffs", "20261102", "retry_later") == "1"
     assert [b["data-category"] for b in bars["chart-hosts"] if b["data-series"] == "fetched"] == [
         "http://a.sim.test:80", "http://b.sim.test:80", "http://errors.sim.test:80",

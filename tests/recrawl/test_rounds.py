@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from recrawl import tables
-from recrawl.rounds import record_step, step_row
+from recrawl.rounds import StepRun, record_step, step_row
 from recrawl.tables import init_tables, read
 
 DAY = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
@@ -25,7 +25,9 @@ def writer(request, monkeypatch):
 def test_step_row_rules():
     first = step_row(None, "r1", DAY, "generate", {"urls": 5}, NOW)
     assert first == {"round_id": "r1", "logical_date": DAY.date(), "started_at": NOW,
-                     "finished_at": None, "counts": {"generate.urls": 5}, "steps_done": ["generate"]}
+                     "finished_at": None, "counts": {"generate.urls": 5}, "steps_done": ["generate"],
+                     "step_started_at": {}, "step_seconds": {}, "step_cpu_seconds": {},
+                     "gates": {}, "failed_gate": None}
     later = NOW + dt.timedelta(minutes=5)
     # counts as delta-rs returns a map: (key, value) pairs
     prev = {**first, "counts": [("generate.urls", 5), ("fetch.x", 1)], "steps_done": ["generate", "fetch"]}
@@ -36,6 +38,32 @@ def test_step_row_rules():
     assert again["logical_date"] == DAY.date()  # the row's own date is kept
     done = step_row(again, "r1", DAY, "schedule", {}, later)
     assert done["finished_at"] == later and done["counts"] == again["counts"]
+
+
+def test_step_row_keeps_each_steps_timing_and_a_failed_gate_until_the_step_passes():
+    gen = StepRun(NOW, 12.5, 3.25)
+    row = step_row(None, "r1", DAY, "generate", {"urls": 5}, NOW, gen)
+    assert row["step_started_at"] == {"generate": NOW} and row["step_seconds"] == {"generate": 12.5}
+    assert row["step_cpu_seconds"] == {"generate": 3.25} and row["failed_gate"] is None
+    later = NOW + dt.timedelta(minutes=1)
+    bad = StepRun(later, 30.0, 1.0, {"politeness": "ok", "no_pages": "no page fetched"}, "no_pages")
+    row = step_row(row, "r1", DAY, "fetch", {"urls": 3}, later, bad)
+    # the failed step is not done (a re-run runs it again), its timing and gates are kept
+    assert row["steps_done"] == ["generate"] and row["failed_gate"] == "fetch.no_pages"
+    assert row["gates"] == {"fetch.politeness": "ok", "fetch.no_pages": "no page fetched"}
+    assert row["step_seconds"] == {"generate": 12.5, "fetch": 30.0}
+    # another step's run keeps the failure; the step passing on a re-run clears it
+    row = step_row(row, "r1", DAY, "generate", {"urls": 5}, later, gen)
+    assert row["failed_gate"] == "fetch.no_pages"
+    good = StepRun(later, 20.0, 1.0, {"politeness": "ok", "no_pages": "ok"})
+    row = step_row(row, "r1", DAY, "fetch", {"urls": 3}, later, good)
+    assert row["failed_gate"] is None and row["steps_done"] == ["generate", "fetch"]
+    assert row["gates"] == {"fetch.politeness": "ok", "fetch.no_pages": "ok"}
+    assert row["step_seconds"]["fetch"] == 20.0
+    # a finishing step whose gate failed does not finish the round
+    failed = StepRun(later, 1.0, 1.0, {"round.pages_parsed": "none parsed"}, "round.pages_parsed")
+    row = step_row(row, "r1", DAY, "schedule", {}, later, failed)
+    assert row["finished_at"] is None and row["failed_gate"] == "schedule.round.pages_parsed"
 
 
 def _row(spark, cfg, rid):
@@ -60,11 +88,23 @@ def test_steps_add_their_counts_and_a_rerun_replaces_its_own(spark, cfg, writer)
     assert row.steps_done == ["fetch", "generate"]
     assert row.started_at == first.started_at and row.finished_at is None
 
+    run = StepRun(NOW, 2.5, 0.75, {"politeness": "ok", "no_pages": "no page fetched"}, "no_pages")
+    written = record_step(spark, cfg, "r1", DAY, "fetch", {"fetched": 0}, run)
+    row = _row(spark, cfg, "r1")
+    assert written["failed_gate"] == row.failed_gate == "fetch.no_pages"
+    assert row.steps_done == ["generate"] and row.step_seconds == {"fetch": 2.5}
+    assert row.step_cpu_seconds == {"fetch": 0.75}
+    assert row.gates == {"fetch.politeness": "ok", "fetch.no_pages": "no page fetched"}
+    assert row.step_started_at["fetch"] == NOW.replace(tzinfo=None)
+    record_step(spark, cfg, "r1", DAY, "fetch", {"fetched": 4}, StepRun(NOW, 3.0, 1.0, {}))
+    row = _row(spark, cfg, "r1")
+    assert row.failed_gate is None and row.steps_done == ["generate", "fetch"]
+
     before = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     record_step(spark, cfg, "r1", DAY, "updatedb", {})  # no counts; it finishes the round
     row = _row(spark, cfg, "r1")
     assert row.counts == {"generate.urls": 7, "fetch.fetched": 4}
-    assert row.steps_done == ["fetch", "generate", "updatedb"]
+    assert row.steps_done == ["generate", "fetch", "updatedb"]
     # Spark hands timestamps to Python as naive local time; the tests run with TZ unset (UTC)
     assert row.finished_at >= before - dt.timedelta(seconds=1)
 

@@ -78,7 +78,8 @@ def web(cluster):
 def crawl_overrides() -> dict:
     return {"generate.partitions": 2, "spark.shuffle_partitions": 2,
             "generate.max_per_host": 8, "fetcher.min_delay_s": MIN_DELAY,
-            "fetcher.time_budget_s": 60.0, "parse.extract_text": False}
+            "fetcher.time_budget_s": 60.0, "parse.extract_text": False,
+            "progress.interval_s": 0.5}
 
 
 def cluster_config(cluster, ui_port: int | None = None) -> Path:
@@ -241,7 +242,7 @@ def _round_with_an_executor_killed(cluster, web, date: str) -> dict:
     out = (cluster["base"] / "crawler-bg.log").read_text(errors="replace")
     assert proc.returncode == 0, out[-5000:]
     return {"killed": killed, "requests_at_kill": requests_at_kill,
-            "requests_after": len(web.request_log())}
+            "requests_after": len(web.request_log()), "log": out}
 
 
 @pytest.fixture(scope="module")
@@ -310,6 +311,18 @@ def test_crawl_on_the_cluster(cluster, cluster_crawl, web, spark, tmp_path):
     assert remote == local
     politeness, robots = audit(web)
     assert politeness == [] and robots == []
+
+
+def test_fetch_progress_on_the_cluster(cluster_crawl):
+    # The executors' status records went through s3a://; the warm driver read them while the
+    # second round's fetch ran (an executor killed and its task retried meanwhile) and its
+    # lines reached the `crawler round` client.
+    log = cluster_crawl["kill"]["log"]
+    rid = DATES[1].replace("-", "")
+    fetch = log[log.index(f"fetch {rid}: fetching"):log.index(f"fetch {rid}: publishing")]
+    lines = [(int(d), int(n)) for d, n in re.findall(rf"^fetch {rid}: (\d+)/(\d+) URLs", fetch, re.M)]
+    assert any(0 < d < n for d, n in lines), fetch[-3000:]
+    assert lines[-1][0] == lines[-1][1]  # the final tally: every task's last record
 
 
 def _executors_of(worker: subprocess.Popen) -> dict:

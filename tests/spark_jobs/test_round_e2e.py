@@ -6,7 +6,10 @@ what it left behind, and re-run steps to prove idempotency.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import io
+import re
 import subprocess
 import sys
 
@@ -35,6 +38,7 @@ def crawl(spark, tmp_path_factory):
     cfg = demo_config(home, **{
         "fetcher.time_budget_s": 25.0, "fetcher.min_delay_s": 0.25,
         "generate.max_per_host": 12, "spark.shuffle_partitions": 2,
+        "progress.interval_s": 1.0,
     })
     init_tables(spark, cfg)
     seeds = home / "seeds.txt"
@@ -42,14 +46,29 @@ def crawl(spark, tmp_path_factory):
     inject_counts = [inject.run(spark, cfg, str(seeds), parse_date(START))]
     inject_counts.append(inject.run(spark, cfg, str(seeds), parse_date(START)))
     rounds = []
-    for i in range(ROUNDS):
-        logical = parse_date(START) + dt.timedelta(days=i)
-        web.set_day(i)
-        rid = round_id_for(cfg, logical)
-        counts = {s: run_step(spark, cfg, s, rid, logical) for s in STEPS}
-        rounds.append((rid, logical, counts))
-    yield {"cfg": cfg, "web": web, "rounds": rounds, "inject": inject_counts, "home": home}
+    stderr = _Tee(sys.stderr)  # the progress and stage lines the steps print
+    with contextlib.redirect_stderr(stderr):
+        for i in range(ROUNDS):
+            logical = parse_date(START) + dt.timedelta(days=i)
+            web.set_day(i)
+            rid = round_id_for(cfg, logical)
+            counts = {s: run_step(spark, cfg, s, rid, logical) for s in STEPS}
+            rounds.append((rid, logical, counts))
+    yield {"cfg": cfg, "web": web, "rounds": rounds, "inject": inject_counts, "home": home,
+           "stderr": stderr.getvalue()}
     web.stop()
+
+
+class _Tee(io.StringIO):
+    """Keeps what is written and passes it on."""
+
+    def __init__(self, out):
+        super().__init__()
+        self.out = out
+
+    def write(self, text):
+        self.out.write(text)
+        return super().write(text)
 
 
 def _rows(spark, cfg, table, where="true"):
@@ -187,6 +206,78 @@ def test_rounds_table_records_every_step(spark, crawl):
     for rid, _, _ in crawl["rounds"]:
         assert set(rows[rid]["steps_done"]) == set(STEPS)
         assert rows[rid]["counts"]["generate.generated"] > 0
+
+
+def test_rounds_rows_keep_each_steps_timing_and_gates(spark, crawl):
+    cfg = crawl["cfg"]
+    rows = {r["round_id"]: r for r in _rows(spark, cfg, "rounds")}
+    for rid, _, _ in crawl["rounds"]:
+        row = rows[rid]
+        assert set(row["step_seconds"]) == set(row["step_cpu_seconds"]) == set(STEPS)
+        assert all(v > 0 for v in row["step_seconds"].values())
+        starts = [row["step_started_at"][s] for s in STEPS]
+        assert starts == sorted(starts)  # in the order the round ran them
+        # the fetch gates and the round's gates ran and passed on the normal web (hostile
+        # hosts included), so nothing failed the round
+        assert row["gates"] == {**{f"fetch.{g}": "ok" for g in (
+            "politeness", "no_pages", "error_share", "robots_unavailable", "throughput")},
+            "schedule.round.pages_parsed": "ok"}
+        assert row["failed_gate"] is None
+        assert row["counts"]["fetch.politeness_violations"] == 0
+        assert row["counts"]["fetch.requests"] >= row["counts"]["fetch.fetched"] > 0
+
+
+def test_fetch_printed_progress_before_it_ended(crawl):
+    err = crawl["stderr"]
+    for rid, _, counts in crawl["rounds"]:
+        listed = counts["fetch"]["urls"]
+        start = err.index(f"fetch {rid}: fetching {listed} URLs")
+        end = err.index(f"fetch {rid}: publishing fetches", start)
+        lines = re.findall(rf"^fetch {rid}: (\d+)/(\d+) URLs.*$", err[start:end], re.M)
+        # slow.sim.test holds every fetch open for seconds: lines with URLs left come first,
+        # the final tally (every task's last record) closes the fetch
+        assert lines and int(lines[0][0]) < listed and all(int(n) == listed for _, n in lines)
+        assert lines[-1][0] == str(listed)
+    assert "slowest: http://slow.sim.test" in err
+    # the other steps say what stage they are in
+    rid = crawl["rounds"][-1][0]
+    for line in (f"parse {rid}: parsing", f"updatedb {rid}: merging the round into crawldb",
+                 f"generate {rid}: writing the fetch list", f"schedule {rid}: estimating"):
+        assert line in err
+
+
+def test_metrics_file_agrees_with_the_rounds_table(spark, crawl):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    cfg = crawl["cfg"]
+    rid = crawl["rounds"][-1][0]
+    row = _rows(spark, cfg, "rounds", f"round_id = '{rid}'")[0]
+    text = (crawl["home"] / "metrics" / "recrawl_fetch.prom").read_text()
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    items = {s.labels["key"]: s.value for s in samples if s.name == "recrawl_step_items"}
+    assert all(s.labels.get("round", rid) == rid for s in samples)  # the last fetch's round
+    assert items == {k.split(".", 1)[1]: v for k, v in row["counts"].items()
+                     if k.startswith("fetch.")}
+    statuses = {s.labels["status"]: s.value for s in samples if s.name == "recrawl_fetch_urls_total"}
+    table = {}
+    for r in _rows(spark, cfg, "fetches", f"round_id = '{rid}'"):
+        table[r["fetch_status"]] = table.get(r["fetch_status"], 0) + 1
+    assert statuses == table
+    duration = [s.value for s in samples if s.name == "recrawl_step_duration_seconds"]
+    assert duration == [pytest.approx(row["step_seconds"]["fetch"])]
+    assert {s.labels["gate"]: s.value for s in samples if s.name == "recrawl_gate_failed"} == \
+        dict.fromkeys(("politeness", "no_pages", "error_share", "robots_unavailable",
+                       "throughput"), 0.0)
+    for step in STEPS:  # one file per step
+        assert (crawl["home"] / "metrics" / f"recrawl_{step}.prom").exists()
+
+
+def test_spark_jobs_are_labelled_with_step_and_round(spark, crawl):
+    rid = crawl["rounds"][-1][0]
+    tracker = spark.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup(f"schedule {rid}")
+    assert jobs  # the round's last step's jobs, in its group
+    assert spark.sparkContext.getLocalProperty("spark.job.description") is None  # cleared
 
 
 def test_round_check_answers_from_the_rounds_table_without_a_jvm(crawl, tmp_path):
@@ -345,3 +436,29 @@ def test_open_round_urls_are_not_generated_again_and_crawldb_is_not_written(spar
               f"{int(cfg.get('generate.mark_expiry_days')) + 1} DAYS WHERE round_id IN ('open1', 'open2')")
     run_step(spark, cfg, "generate", "open4", later)
     assert fetch_list("open4") & (first | second)
+
+
+def test_a_fetch_of_unreachable_hosts_fails_its_gate_and_a_fixed_rerun_resumes(spark, crawl):
+    # Every host unreachable (the sim hosts resolve to an address the crawl may not contact):
+    # the fetch fails its no_pages gate with one line, the rounds row names the gate and the
+    # step stays undone; run again with the hosts reachable, it passes and the round goes on.
+    from app.cli import run_step
+    from recrawl.gates import GateFailed
+
+    cfg = crawl["cfg"]
+    logical = parse_date(START) + dt.timedelta(days=ROUNDS + 40)
+    rid = "gate1"
+    run_step(spark, cfg, "generate", rid, logical)
+    down = cfg.with_overrides({"fetcher.static_hosts": {"*.sim.test": "127.0.0.2"}})
+    with pytest.raises(GateFailed) as err:
+        run_step(spark, down, "fetch", rid, logical)
+    assert str(err.value).startswith("health gate fetch.no_pages failed: no page fetched: 0 of ")
+    row = _rows(spark, cfg, "rounds", f"round_id = '{rid}'")[0]
+    assert row["failed_gate"] == "fetch.no_pages" and row["steps_done"] == ["generate"]
+    assert row["gates"]["fetch.no_pages"].startswith("no page fetched")
+    text = (crawl["home"] / "metrics" / "recrawl_fetch.prom").read_text()
+    assert f'recrawl_gate_failed{{gate="no_pages",round="{rid}",step="fetch"}} 1.0' in text
+    run_step(spark, cfg, "fetch", rid, logical)
+    row = _rows(spark, cfg, "rounds", f"round_id = '{rid}'")[0]
+    assert row["failed_gate"] is None and row["steps_done"] == ["generate", "fetch"]
+    assert row["counts"]["fetch.fetched"] > 0
