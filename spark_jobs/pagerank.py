@@ -100,8 +100,9 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
             # the URL graph's median iteration: what one more iteration costs (docs/scale.md)
             "iteration_ms_median": int(1000 * per_it[len(per_it) // 2]) if per_it else 0,
             "largest_host_scc": int(big_scc), "hosts_scc_unresolved": unresolved,
-            # which engine solved the URL graph and the host components (pagerank.engine)
-            "engine": res.engine, "host_components_engine": components_engine}
+            # which engine solved the URL graph and the host components (pagerank.engine), as
+            # flags: counts are numbers (the step's metrics and the rounds table hold integers)
+            f"engine_{res.engine}": 1, f"host_components_engine_{components_engine}": 1}
 
 
 def host_graph(ids, edges, known=None):

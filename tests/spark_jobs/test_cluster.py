@@ -296,8 +296,8 @@ def test_crawl_on_the_cluster(cluster, cluster_crawl, web, spark, tmp_path):
     assert "--archives" in cluster_crawl["submitted"]
     assert len(delta_rows(cluster, "scores")) > 0
     # PageRank and the host components ran on GraphX (pagerank.engine = graphx), not the driver
-    assert re.search(r"[ ,]engine=graphx", cluster_crawl["submitted"])
-    assert "host_components_engine=graphx" in cluster_crawl["submitted"]
+    assert re.search(r"[ ,]engine_graphx=1", cluster_crawl["submitted"])
+    assert "host_components_engine_graphx=1" in cluster_crawl["submitted"]
     assert "recrawl-graphx.jar" in cluster_crawl["submitted"]  # on --jars, so executors have it
 
     # the same crawl in local[*], on the same web: the same rows and statuses per URL, although
