@@ -142,6 +142,22 @@ def change_gain(rate: float | None) -> float:
     return 1.0 if r < 1e-9 else -math.expm1(-r) / r
 
 
+def policy_budget(budget: float, signal_cost: float, followed: int, unfollowed: int) -> float:
+    """Revisit fetches per day the policy may plan for the pages no trusted signal follows: the
+    revisit budget less the followed pages' expected fetches (`signal_cost`: their chases and
+    verification visits), but never less than the unfollowed pages' share of it,
+    unfollowed / (followed + unfollowed). The expected chases are an estimate (a page's first
+    rates are the prior's, above most pages' true rates); taken whole they left nothing for the
+    pages no sitemap lists, which then waited the maximum interval (docs/freshness.md). Chases
+    still come first in every round (generate serves signalled changes ahead of the plan); the
+    floor only keeps the policy's plan for the others from collapsing."""
+    if budget <= 0:
+        return 0.0
+    total = followed + unfollowed
+    floor = budget * unfollowed / total if total > 0 else budget
+    return min(budget, max(budget - max(0.0, signal_cost), floor))
+
+
 def signalled_changed_sql(as_of: str, tolerance_days: float, signal: str = "signal_time",
                           precision: str = "signal_precision_s",
                           last_fetch: str = "last_fetch_time") -> str:

@@ -50,7 +50,7 @@ from recrawl.schedules import (
     make_schedule,
     revisit_budget,
 )
-from recrawl.signal_trust import change_gain_sql, signalled_changed_sql
+from recrawl.signal_trust import change_gain_sql, policy_budget, signalled_changed_sql
 from recrawl.tables import read, sql_str, table_exists, ts_lit
 from spark_jobs.common import with_trust_oracle
 
@@ -149,19 +149,20 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         counts["frontier"] = frontier
         # Pages a host with proven signals lists are fetched when their signal moves (and once
         # per signals.defer_max_days to verify), not by the policy: they leave the allocation
-        # and take their expected fetches off its budget (recrawl.signal_trust).
+        # and take their expected fetches off its budget, down to the others' share of it
+        # (recrawl.signal_trust.policy_budget).
         if sig["enabled"]:
-            followed = pop.where("signal_followed").withColumn(
-                "rate", F.coalesce("change_rate", F.lit(float(sch["prior_mean"]))))
-            cost = followed.agg(F.count("*").alias("n"), F.sum(F.expr(
-                f"CASE WHEN {change_gain_sql('rate')} >= {float(sig['min_gain'])!r} "
-                "THEN 1.0 - exp(-rate) ELSE 0.0 END")).alias("chase")).first()
-            n_followed = int(cost["n"] or 0)
+            rate = f"coalesce(change_rate, {float(sch['prior_mean'])!r})"
+            chase = (f"CASE WHEN signal_followed AND {change_gain_sql(rate)} >= "
+                     f"{float(sig['min_gain'])!r} THEN 1.0 - exp(-{rate}) ELSE 0.0 END")
+            cost = pop.agg(F.sum(F.expr("CASE WHEN signal_followed THEN 1 ELSE 0 END")).alias("n"),
+                           F.count("*").alias("all"), F.sum(F.expr(chase)).alias("chase")).first()
+            n_followed, n_all = int(cost["n"] or 0), int(cost["all"] or 0)
             signal_cost = float(cost["chase"] or 0.0) + n_followed / float(sig["defer_max_days"])
-            budget = max(0.0, budget - signal_cost)
+            budget = policy_budget(budget, signal_cost, n_followed, n_all - n_followed)
+            pop = pop.where("NOT signal_followed")
             counts.update(signal_followed=n_followed,
                           signal_fetches_per_day=int(round(signal_cost)))
-            pop = pop.where("NOT signal_followed")
         mean_score = pop.agg(F.avg("score")).first()[0]  # avg skips NULLs
         if mean_score is not None and not mean_score > 0:
             mean_score = None  # all scores 0: no information, every page counts as average

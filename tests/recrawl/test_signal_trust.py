@@ -26,6 +26,7 @@ from recrawl.signal_trust import (
     lm_trusted,
     lm_trusted_sql,
     next_read_at,
+    policy_budget,
     signalled_changed,
     signalled_changed_sql,
 )
@@ -59,6 +60,20 @@ def test_change_gain_is_the_expected_fresh_share_of_the_next_day():
     assert change_gain(1.0) == pytest.approx(1 - math.exp(-1))
     assert change_gain(5.0) == pytest.approx(0.2, abs=0.002)
     assert change_gain(1 / 7) > 0.9
+
+
+@pytest.mark.parametrize("budget,cost,followed,unfollowed,expected", [
+    (36.0, 5.0, 100, 100, 31.0),   # the chases cost less than the followed pages' half
+    (36.0, 30.0, 100, 100, 18.0),  # they would take more: the others keep their share
+    (36.0, 40.0, 177, 23, 4.14),   # the honest web of docs/freshness.md: 23 unlisted pages
+    (36.0, 40.0, 200, 0, 0.0),     # every page followed: nothing left to plan
+    (36.0, 0.0, 0, 0, 36.0),       # nothing fetched yet
+    (36.0, -2.0, 10, 10, 36.0),    # a negative cost is no cost
+    (0.0, 3.0, 10, 10, 0.0),       # no revisit budget at all
+])
+def test_policy_budget_keeps_the_unfollowed_pages_share(budget, cost, followed, unfollowed,
+                                                        expected):
+    assert policy_budget(budget, cost, followed, unfollowed) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("signalled,changed,listed,future,expected", [
