@@ -36,7 +36,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from recrawl.changerate import GammaPrior, estimate_from_history, history_arrays, lm_rate
+from recrawl.changerate import (
+    GammaPrior,
+    estimate_from_history,
+    history_arrays,
+    history_mean_interval_sql,
+    history_visits_sql,
+    lm_rate,
+    lm_rate_sql,
+)
 from recrawl.config import Config
 from recrawl.crawldb import set_rates, set_schedule
 from recrawl.crawldb_rules import SCHEDULED_STATUSES, sql_list
@@ -128,8 +136,11 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     db = with_host_signals(spark, cfg, read(spark, cfg, "crawldb"))
     counts: dict[str, int] = {"policy": code}
     if sig["enabled"]:  # rows this round did not fetch: before the early return below
-        counts["requoted"] = _requote_followed(spark, cfg, db, todo_cond, now_sql, rate_fn,
-                                               float(sig["requote_min_change"]))
+        rate_sql = lm_rate_sql("lm_changes", "exposure",
+                               history_mean_interval_sql("change_history", default_days),
+                               history_visits_sql("change_history"), prior)
+        counts["requoted"] = _requote_followed(spark, cfg, db, todo_cond, now_sql, rate_sql,
+                                               oracle, float(sig["requote_min_change"]))
     if db.where(todo_cond).isEmpty():  # a re-run, or a round that fetched nothing: no commit
         return {**counts, "scheduled": 0, "changed": 0}
     stage(spark, "estimating change rates")
@@ -259,8 +270,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     return counts
 
 
-def _requote_followed(spark, cfg: Config, db, todo_cond: str, now_sql: str, rate_fn,
-                      min_change: float) -> int:
+def _requote_followed(spark, cfg: Config, db, todo_cond: str, now_sql: str, rate_sql: str,
+                      oracle: dict[str, float], min_change: float) -> int:
     """Re-estimate the rates of pages their host's trusted signals follow and this round did not
     fetch: the host's last read listed them no newer than our copy, so the days from our fetch
     to that read were free of changes (signals are trusted for recall: a change would have
@@ -268,7 +279,11 @@ def _requote_followed(spark, cfg: Config, db, todo_cond: str, now_sql: str, rate
     not stored (the next fetch adds its own interval), so it is never counted twice. Without
     it a deferred page's rate stands still at its first estimate for up to defer_max_days, and
     one copy's age cannot tell a page changing every few months from one changing monthly.
-    Only rates that moved by more than `min_change` (relative) are written. Returns how many."""
+    Only rates that moved by more than `min_change` (relative) are written. Returns how many.
+
+    `rate_sql` is `page_rate`'s last-modified branch in SQL over an `exposure` column
+    (recrawl.changerate.lm_rate_sql): this pass covers every followed page every round, too
+    many rows for a Python worker at scale. The benchmarks' `oracle` rates win where given."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
     tol = float(cfg.get("signals.future_tolerance_days"))
@@ -281,7 +296,11 @@ def _requote_followed(spark, cfg: Config, db, todo_cond: str, now_sql: str, rate
                  f"AND host_signals_read_at > last_fetch_time AND NOT coalesce({changed}, true)")
         .withColumn("exposure", F.col("lm_exposure_d") + F.expr(quiet_d))
     )
-    rate = rate_fn("url", "change_history", "lm_changes", "exposure", "lm_ok")
+    rate = F.expr(rate_sql)
+    if oracle:  # benchmarks only: a small table of true rates
+        known = spark.createDataFrame(list(oracle.items()), "url string, oracle_rate double")
+        quiet = quiet.join(F.broadcast(known), "url", "left")
+        rate = F.coalesce("oracle_rate", rate)
     moved = (
         quiet.withColumn("new_rate", rate)
         .where(F.col("change_rate").isNull() | (F.abs(F.col("new_rate") - F.col("change_rate"))

@@ -281,3 +281,26 @@ def test_followed_pages_rates_learn_from_the_reads_that_list_them_unchanged(spar
         assert after[url]["change_rate"] == 0.2
     assert after["http://a.test/steady"]["change_rate"] == pytest.approx(steady_rate)
     assert _schedule(spark, cfg).get("requoted", 0) == 0
+
+
+def test_last_modified_rate_in_sql_equals_page_rate(spark):
+    """The requote pass estimates in SQL (recrawl.changerate.lm_rate_sql over the history's mean
+    interval and visit count) what `page_rate` estimates in Python, on every shape of input:
+    no history, an empty one, one with unusable entries, no changes, no exposure."""
+    from recrawl.changerate import history_mean_interval_sql, history_visits_sql, lm_rate_sql
+    from recrawl.schemas import HISTORY
+    from spark_jobs.schedule import page_rate
+
+    prior = GammaPrior(0.1, 2.0)
+    histories = [None, [], [(2.0, True), (1.0, False)], [(0.5, True), (None, True), (7.0, None)],
+                 [(30.0, False)] * 5]
+    cases = [(h, c, e) for h in histories for c in (None, 0.0, 3.0) for e in (None, 0.0, 0.4, 40.0)]
+    rows = [([{"interval_d": t, "changed": ch} for t, ch in h] if h is not None else None, c, e)
+            for h, c, e in cases]
+    df = spark.createDataFrame(rows, f"h {HISTORY.simpleString()}, c double, e double")
+    sql = lm_rate_sql("c", "e", history_mean_interval_sql("h", 1.5), history_visits_sql("h"), prior)
+    got = [r[0] for r in df.selectExpr(sql).collect()]
+    want = [page_rate(h, c, e, True, prior, 1.5) if e is not None else None for h, c, e in cases]
+    for g, w, case in zip(got, want, cases, strict=True):
+        if w is not None:  # page_rate needs an exposure to take the last-modified branch
+            assert g == pytest.approx(w, rel=1e-9), case
