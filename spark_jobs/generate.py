@@ -19,6 +19,7 @@ import datetime as dt
 import heapq
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from recrawl.config import Config, ConfigError
 from recrawl.crawldb_rules import eligible_sql, is_due_sql, may_fetch_sql, per_host_cap_sql
@@ -29,6 +30,7 @@ from recrawl.signal_trust import TrustRule, change_gain_sql, deferred_sql, signa
 from recrawl.units import SECONDS_PER_DAY
 from spark_jobs.common import with_trust_oracle
 from spark_jobs.schedule import frontier_and_held
+from spark_jobs.topk import top_rows
 
 
 def priority_sql(mode: str, as_of: str, damping: float, staleness_cap: float) -> str:
@@ -71,24 +73,106 @@ def pack_hosts(loads: Iterable[tuple[str, float]], partitions: int) -> dict[str,
     return out
 
 
+@dataclass(frozen=True)
+class Clocks:
+    """The round's times: its logical time, the due horizon (plus the lookahead), the wall clock
+    (back-off and marks are real time) and the wall time before which marks have expired."""
+
+    logical: dt.datetime
+    due_by: dt.datetime
+    wall: dt.datetime
+    mark_expiry: dt.datetime
+
+
+@dataclass
+class Candidates:
+    """Stage 1's output: the URLs not handed out by an open round, with their host's verdicts,
+    and the rules the later stages select by (Spark Columns over `known`)."""
+
+    known: object  # DataFrame: crawldb rows + hosts + robots + delay
+    cols: object  # DataFrame: eligible rows ranked within their host's cap, fetch-list columns
+    is_due: object
+    deferred: object
+    may_fetch: object
+    cap: object
+    mode: str
+    signal_counts: dict[str, int]
+    signal_first: bool  # signals are on: `cols` holds the signalled changes first
+
+
+@dataclass
+class Selection:
+    """Stage 2's output: the chosen rows, per host (count, delay), and the cached parts."""
+
+    selected: object
+    per_host: dict[str, tuple[int, float]]
+    parts: list
+    reserve: int = 0
+    signal_first: int = 0
+    filled: int = 0
+
+
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
-    from pyspark.sql import Window  # lazy: pyspark
-    from pyspark.sql import functions as F  # lazy: pyspark
+    """Generate the round's fetch list in four stages: the candidates (`_candidates`), the
+    budget rule (`_select`), the fill with pages not due yet (`_fill`), and the host
+    partitioning and write (`_write`). Returns the step's counts."""
+    from recrawl.tables import naive_utc, read  # lazy: pyspark (via recrawl.tables)
 
-    from recrawl.tables import naive_utc, read, replace_round, ts_lit  # lazy: pyspark (via recrawl.tables)
-
-    g, f = cfg.section("generate"), cfg.section("fetcher")
+    g = cfg.section("generate")
     lookahead = float(g["due_lookahead_days"])
     if not 0.0 <= lookahead < 1.0:
         raise ConfigError(f"generate.due_lookahead_days must be within [0, 1), got {lookahead!r}")
-    now_logical = naive_utc(logical)
-    db = read(spark, cfg, "crawldb")
-    due_by = now_logical + dt.timedelta(days=lookahead)
-    wall_now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    discovery_slots(1, float(g["discovery_share"]), 1)  # validates the share before Spark work
+    min_change = float(g["fill_min_change_probability"])
+    if not 0.0 <= min_change <= 1.0:
+        raise ConfigError("generate.fill_min_change_probability must be within [0, 1], "
+                          f"got {min_change!r}")
+    now = naive_utc(logical)
+    wall = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     # Marks expire by the wall clock (Nutch's crawl.gen.delay): a round generated minutes ago
     # holds its URLs whatever its logical date, so a backfill of a month-old day and today's
     # round never hand out the same URLs while both are open.
-    expiry = wall_now - dt.timedelta(days=g["mark_expiry_days"])
+    clocks = Clocks(now, now + dt.timedelta(days=lookahead), wall,
+                    wall - dt.timedelta(days=g["mark_expiry_days"]))
+    db = read(spark, cfg, "crawldb")
+    signal_requests = _signal_requests(spark, cfg, round_id)
+    stage(spark, "selecting due URLs from crawldb")
+    cands = _candidates(spark, cfg, db, round_id, clocks, signal_requests)
+    sel = _select(cfg, db, cands)
+    _fill(spark, cfg, cands, sel, clocks)
+    stage(spark, "writing the fetch list")
+    assignment, worst = _write(spark, cfg, round_id, sel)
+    skipped = _skipped(cands, clocks)
+    for part in sel.parts:
+        part.unpersist()
+    return {
+        "generated": sum(n for n, _ in sel.per_host.values()),
+        "hosts": len(assignment),
+        "partitions": len(set(assignment.values())),
+        "skipped_backoff": skipped[0],
+        "skipped_crawl_delay": skipped[1],
+        "discovery_reserved": sel.reserve,
+        "filled_not_due": sel.filled,
+        "signal_first": sel.signal_first,
+        **cands.signal_counts,
+        "priority_pagerank": 1 if cands.mode == "pagerank" else 0,
+        "priority_bfs": 1 if cands.mode == "bfs" else 0,
+        "max_partition_expected_s": math.ceil(worst),
+    }
+
+
+def _candidates(spark, cfg: Config, db, round_id: str, clocks: Clocks,
+                signal_requests: int) -> Candidates:
+    """Stage 1: every URL an open round does not hold, joined to its host's verdicts and
+    delay; the eligible ones (recrawl.crawldb_rules.eligible_sql) ranked within their host's
+    cap, signalled changes (`_signal_marks`) first, then the discovery reserve of the host's
+    cap, then priority."""
+    from pyspark.sql import Window  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    from recrawl.tables import read, ts_lit  # lazy: pyspark (via recrawl.tables)
+
+    g, f = cfg.section("generate"), cfg.section("fetcher")
     hosts = read(spark, cfg, "hosts").select(
         "host", "backoff_until", F.coalesce("trap", F.lit(False)).alias("trap"),
         F.coalesce("signal_trusted", F.lit(False)).alias("signal_trusted"),
@@ -97,57 +181,44 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     hosts = with_trust_oracle(spark, cfg, hosts)
     robots = read(spark, cfg, "robots").select("host", "crawl_delay")
     known = (
-        db.where(F.col("generated_round").isNull() | (F.col("generated_at") < F.lit(expiry)))
+        db.where(F.col("generated_round").isNull()
+                 | (F.col("generated_at") < F.lit(clocks.mark_expiry)))
         .join(hosts, "host", "left")
         .join(robots, "host", "left")
     )
-    signal_requests = _signal_requests(spark, cfg, round_id)
-    stage(spark, "selecting due URLs from crawldb")
-    out = live_marks(spark, cfg, round_id, expiry)
+    out = live_marks(spark, cfg, round_id, clocks.mark_expiry)
     if out is not None:
         known = known.join(out, "url", "left_anti")
     # Rounds come at a fixed period, planned intervals do not: a URL due before this round
     # plus the lookahead (half a daily period by default) is served now rather than a whole
     # round late, so intervals round to the nearest round, not always up.
-    is_due = F.expr(is_due_sql(ts_lit(due_by)))
-    # Back-off comes from the servers' real Retry-After / failures: compare with the wall clock.
-    in_backoff = F.col("backoff_until").isNotNull() & (F.col("backoff_until") > F.lit(wall_now))
+    is_due = F.expr(is_due_sql(ts_lit(clocks.due_by)))
     # recrawl.politeness: NULL for a host whose Crawl-delay exceeds the cap (the fetcher defers
     # it, so slots given to it would only come back retry_later).
     known = known.withColumn("delay", F.expr(host_delay_sql(
         "crawl_delay", float(f["min_delay_s"]), float(f["max_crawl_delay_s"]))))
     # recrawl.crawldb_rules.may_fetch: no back-off, not a new URL of a trap host, a delay
     # within the cap; is_eligible adds due-ness and the signals' deferral.
-    may_fetch = F.expr(may_fetch_sql(ts_lit(wall_now)))
-
-    mode = _scores_mode(spark, cfg, now_logical)
+    may_fetch = F.expr(may_fetch_sql(ts_lit(clocks.wall)))
+    mode = _scores_mode(spark, cfg, clocks.logical)
     damping = float(cfg.get("pagerank.damping"))
     priority = F.expr(priority_sql(
-        mode, ts_lit(now_logical), damping, float(g["staleness_cap"])
-    ))
+        mode, ts_lit(clocks.logical), damping, float(g["staleness_cap"])))
     # Change signals (recrawl/signal_trust.py): signalled changes first, fresh-by-signal
     # URLs of hosts whose recall is proven deferred (up to signals.defer_max_days).
     known, first, deferred_expr, sig_counts = _signal_marks(
-        cfg, known, now_logical, F.expr(importance_sql(mode, damping)), ~may_fetch,
+        cfg, known, clocks.logical, F.expr(importance_sql(mode, damping)), ~may_fetch,
         is_due, signal_requests)
-    deferred = F.expr(f"coalesce({deferred_expr}, false)")
-    due = known.where(is_due & ~deferred)
     candidates = known.where(F.expr(eligible_sql(
-        ts_lit(due_by), ts_lit(wall_now), deferred=deferred_expr))).withColumn(
+        ts_lit(clocks.due_by), ts_lit(clocks.wall), deferred=deferred_expr))).withColumn(
         "signal_first", F.lit(False))
     if first is not None:
         candidates = candidates.join(F.broadcast(first.select("url")), "url", "left_anti")
-    budget = float(f["time_budget_s"])
-    cap = F.expr(per_host_cap_sql(budget, "delay", int(g["max_per_host"])))
+    cap = F.expr(per_host_cap_sql(float(f["time_budget_s"]), "delay", int(g["max_per_host"])))
     # Discovery share (recrawl.schedules.discovery_slots): inside each host's cap, the first
     # ceil(share x cap) never-fetched URLs go before the host's revisits, so a host whose
     # revisits could fill its cap still discovers.
     share = float(g["discovery_share"])
-    discovery_slots(1, share, 1)  # validates the share before any Spark work
-    min_change = float(g["fill_min_change_probability"])
-    if not 0.0 <= min_change <= 1.0:
-        raise ConfigError("generate.fill_min_change_probability must be within [0, 1], "
-                          f"got {min_change!r}")
     new_url = F.col("status") == "unfetched"
     w_kind = Window.partitionBy("host", new_url).orderBy(
         F.col("priority").desc(), F.col("depth").asc_nulls_last(), F.col("url")
@@ -174,24 +245,33 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
                          "payload_digest", "last_fetch_time", "payload_record_id",
                          "payload_warc_date", "payload_target_uri", "delay", "host_rank",
                          reason.alias("reason"), new_url.alias("is_new"), "signal_first")
+    return Candidates(known, cols, is_due, F.expr(f"coalesce({deferred_expr}, false)"),
+                      may_fetch, cap, mode, sig_counts, first is not None)
+
+
+def _select(cfg: Config, db, cands: Candidates) -> Selection:
+    """Stage 2, the budget rule: the discovery share of the whole round, ceil(share x top_n) of
+    the best never-fetched URLs while the frontier holds any, then signalled changes (best by
+    importance x gain when they exceed what is left), then every candidate by priority. The
+    share is taken out of the whole round, not of what signals leave: on a web whose hosts
+    are all trusted the signalled changes alone could fill the round and stop discovery.
+    One top-k pass per kind; the frontier's size is not counted first (a pass of its own):
+    the reserve pass returns at most what the frontier holds."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    g = cfg.section("generate")
+    share = float(g["discovery_share"])
+    cols = cands.cols
     order = [F.col("priority").desc(), F.col("host_rank"), F.col("url")]
     # The signals step's requests count in the round's budget.
-    top_n = max(0, int(g["top_n"]) - sig_counts["signal_requests"])
-    # The budget rule: the discovery share of the whole round, ceil(share x top_n) of the best
-    # never-fetched URLs while the frontier holds any, then signalled changes (best by
-    # importance x gain when they exceed what is left), then every candidate by priority. The
-    # share is taken out of the whole round, not of what signals leave: on a web whose hosts
-    # are all trusted the signalled changes alone could fill the round and stop discovery.
-    # One top-k pass per kind; the frontier's size is not counted first (a pass of its own):
-    # the reserve pass returns at most what the frontier holds.
+    top_n = max(0, int(g["top_n"]) - cands.signal_counts["signal_requests"])
     in_memory_max = int(g["top_n_in_memory"])
     reserve, top_new = discovery_slots(top_n, share, top_n), None
     if reserve:
-        top_new = _top(cols.where("is_new AND NOT signal_first"), reserve, order, in_memory_max)
+        top_new = top_rows(cols.where("is_new AND NOT signal_first"), reserve, order, in_memory_max)
         reserve = top_new.count()
-    top_sig = None
-    n_sig = 0
-    if first is not None and top_n - reserve > 0:
+    top_sig, n_sig = None, 0
+    if cands.signal_first and top_n - reserve > 0:
         # Signalled changes are revisits: while the frontier holds URLs they take no more than
         # the revisit policy may plan (recrawl.schedules.revisit_budget: the held pages' share
         # of the known ones, at least schedule.min_revisit_share), so that on a web whose hosts
@@ -199,95 +279,106 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         frontier, held = frontier_and_held(db)
         sig_cap = int(math.floor(revisit_budget(
             top_n, share, frontier, held, float(cfg.get("schedule.min_revisit_share"))) + 1e-9))
-        top_sig = _top(cols.where("signal_first"), min(top_n - reserve, sig_cap), order,
+        top_sig = top_rows(cols.where("signal_first"), min(top_n - reserve, sig_cap), order,
                        in_memory_max)
         n_sig = top_sig.count()
-    left = top_n - reserve - n_sig
     rest = cols.where("NOT signal_first")
     if reserve:
         rest = rest.join(top_new.select("url"), "url", "left_anti")
-    top_rest = _top(rest, left, order, in_memory_max)
-    top = top_rest
+    top_rest = top_rows(rest, top_n - reserve - n_sig, order, in_memory_max)
+    top, parts = top_rest, [top_rest]
     for part in (top_new, top_sig):
         if part is not None:
             top = part.unionByName(top)
+            parts.append(part)
     selected = top.drop("host_rank", "is_new", "signal_first")
     per_host = {
         r["host"]: (r["n"], r["delay"])
         for r in selected.groupBy("host").agg(F.count("*").alias("n"), F.max("delay").alias("delay"))
         .collect()
     }
-    filled, top_fill = 0, None
-    # the round's budget: top_n, and no more than a day's fetch budget (rounds are daily)
+    return Selection(selected, per_host, parts, reserve, n_sig)
+
+
+def _fill(spark, cfg: Config, cands: Candidates, sel: Selection, clocks: Clocks) -> None:
+    """Stage 3: fewer due URLs than the round may fetch (its budget: top_n, and no more than a
+    day's fetch budget, rounds being daily): fill it with pages not due yet, best gain first
+    (recrawl.schedules, "filling the round"), within each host's remaining cap. Pages fresh
+    by a trusted signal are not fetched early: a round may under-spend."""
+    from pyspark.sql import Window  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    from recrawl.tables import ts_lit  # lazy: pyspark (via recrawl.tables)
+
+    g = cfg.section("generate")
     room = (min(int(g["top_n"]), int(cfg.get("schedule.daily_budget")))
-            - sig_counts["signal_requests"] - sum(n for n, _ in per_host.values()))
-    if g["fill_budget"] and room > 0:
-        # Fewer due URLs than the round may fetch: fill it with pages not due yet, best gain
-        # first (recrawl.schedules, "filling the round"), within each host's remaining cap.
-        taken = spark.createDataFrame([(h, n) for h, (n, _) in per_host.items()] or [("", 0)],
-                                      "host string, taken long")
-        p_change = F.expr(change_probability_sql(
-            "change_rate", "last_fetch_time", ts_lit(now_logical),
-            float(cfg.get("schedule.prior_mean"))))
-        importance = F.expr(importance_sql(mode, float(cfg.get("pagerank.damping"))))
-        w_fill = Window.partitionBy("host").orderBy(F.col("priority").desc(), F.col("url"))
-        fill = (
-            # fetched is a due status, so "not due" is the next fetch time past the lookahead
-            # pages fresh by a trusted signal are not fetched early: a round may under-spend
-            known.where((F.col("status") == "fetched") & ~is_due & ~deferred & may_fetch)
-            .join(F.broadcast(selected.select("url")), "url", "left_anti")
-            .where(p_change >= F.lit(min_change))
-            .withColumn("priority", importance * p_change)
-            .withColumn("reason", F.lit("fill"))
-            .withColumn("cap", cap)
-            .join(F.broadcast(taken), "host", "left")
-            .withColumn("host_rank", F.row_number().over(w_fill))
-            .where(F.col("host_rank") <= F.col("cap") - F.coalesce("taken", F.lit(0)))
-            .select(*selected.columns, "host_rank")
-        )
-        top_fill = _top(fill, room, order, in_memory_max)
-        filled = top_fill.count()
-        if filled:
-            fill_rows = top_fill.drop("host_rank")
-            for r in fill_rows.groupBy("host").agg(
-                    F.count("*").alias("n"), F.max("delay").alias("delay")).collect():
-                n0, d0 = per_host.get(r["host"], (0, 0.0))
-                per_host[r["host"]] = (n0 + r["n"], max(d0, r["delay"]))
-            selected = selected.unionByName(fill_rows)
-    loads = [(h, n * d) for h, (n, d) in per_host.items()]
-    assignment = pack_hosts(loads, int(g["partitions"]))
-    amap = spark.createDataFrame(list(assignment.items()) or [("", 0)], "host string, partition int")
-    fetch_list = (
-        selected.join(F.broadcast(amap), "host")
-        .withColumn("round_id", F.lit(round_id))
+            - cands.signal_counts["signal_requests"] - sum(n for n, _ in sel.per_host.values()))
+    if not g["fill_budget"] or room <= 0:
+        return
+    taken = spark.createDataFrame([(h, n) for h, (n, _) in sel.per_host.items()] or [("", 0)],
+                                  "host string, taken long")
+    p_change = F.expr(change_probability_sql(
+        "change_rate", "last_fetch_time", ts_lit(clocks.logical),
+        float(cfg.get("schedule.prior_mean"))))
+    importance = F.expr(importance_sql(cands.mode, float(cfg.get("pagerank.damping"))))
+    w_fill = Window.partitionBy("host").orderBy(F.col("priority").desc(), F.col("url"))
+    order = [F.col("priority").desc(), F.col("host_rank"), F.col("url")]
+    fill = (
+        # fetched is a due status, so "not due" is the next fetch time past the lookahead
+        cands.known.where((F.col("status") == "fetched") & ~cands.is_due & ~cands.deferred
+                          & cands.may_fetch)
+        .join(F.broadcast(sel.selected.select("url")), "url", "left_anti")
+        .where(p_change >= F.lit(float(g["fill_min_change_probability"])))
+        .withColumn("priority", importance * p_change)
+        .withColumn("reason", F.lit("fill"))
+        .withColumn("cap", cands.cap)
+        .join(F.broadcast(taken), "host", "left")
+        .withColumn("host_rank", F.row_number().over(w_fill))
+        .where(F.col("host_rank") <= F.col("cap") - F.coalesce("taken", F.lit(0)))
+        .select(*sel.selected.columns, "host_rank")
     )
-    stage(spark, "writing the fetch list")
+    top_fill = top_rows(fill, room, order, int(g["top_n_in_memory"]))
+    sel.parts.append(top_fill)
+    sel.filled = top_fill.count()
+    if sel.filled:
+        fill_rows = top_fill.drop("host_rank")
+        for r in fill_rows.groupBy("host").agg(
+                F.count("*").alias("n"), F.max("delay").alias("delay")).collect():
+            n0, d0 = sel.per_host.get(r["host"], (0, 0.0))
+            sel.per_host[r["host"]] = (n0 + r["n"], max(d0, r["delay"]))
+        sel.selected = sel.selected.unionByName(fill_rows)
+
+
+def _write(spark, cfg: Config, round_id: str, sel: Selection) -> tuple[dict[str, int], float]:
+    """Stage 4: hosts packed into partitions by expected fetch time (`pack_hosts`), the fetch
+    list written for the round. Returns (host -> partition, the longest partition's expected
+    seconds). What was written is known without reading it back: the selected parts are
+    cached and disjoint (new, due, not-due fill), and every selected host has its partition."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    from recrawl.tables import replace_round  # lazy: pyspark (via recrawl.tables)
+
+    loads = [(h, n * d) for h, (n, d) in sel.per_host.items()]
+    assignment = pack_hosts(loads, int(cfg.get("generate.partitions")))
+    amap = spark.createDataFrame(list(assignment.items()) or [("", 0)], "host string, partition int")
+    fetch_list = (sel.selected.join(F.broadcast(amap), "host")
+                  .withColumn("round_id", F.lit(round_id)))
     replace_round(fetch_list, cfg, "fetch_list", round_id)
-    # What was written, without reading it back: the selected parts are cached and disjoint
-    # (new, due, not-due fill), and every selected host has its partition.
-    generated = sum(n for n, _ in per_host.values())
-    skipped = due.agg(
+    return assignment, max((load for _, load in loads), default=0.0)
+
+
+def _skipped(cands: Candidates, clocks: Clocks) -> tuple[int, int]:
+    """(due URLs skipped for their host's back-off, for a Crawl-delay above the cap). Back-off
+    comes from the servers' real Retry-After / failures: compared with the wall clock."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    in_backoff = F.col("backoff_until").isNotNull() & (F.col("backoff_until") > F.lit(clocks.wall))
+    due = cands.known.where(cands.is_due & ~cands.deferred)
+    row = due.agg(
         F.sum(F.when(in_backoff, 1).otherwise(0)).alias("backoff"),
         F.sum(F.when(~in_backoff & F.col("delay").isNull(), 1).otherwise(0)).alias("delay"),
     ).first()
-    for part in (top_sig, top_new, top_rest, top_fill):
-        if part is not None:
-            part.unpersist()
-    worst = max((load for _, load in loads), default=0.0)
-    return {
-        "generated": generated,
-        "hosts": len(assignment),
-        "partitions": len(set(assignment.values())),
-        "skipped_backoff": int(skipped["backoff"] or 0),
-        "skipped_crawl_delay": int(skipped["delay"] or 0),
-        "discovery_reserved": reserve,
-        "filled_not_due": filled,
-        "signal_first": n_sig,
-        **sig_counts,
-        "priority_pagerank": 1 if mode == "pagerank" else 0,
-        "priority_bfs": 1 if mode == "bfs" else 0,
-        "max_partition_expected_s": math.ceil(worst),
-    }
+    return int(row["backoff"] or 0), int(row["delay"] or 0)
 
 
 def _signal_requests(spark, cfg: Config, round_id: str) -> int:
@@ -349,59 +440,6 @@ def _signal_marks(cfg: Config, known, now: dt.datetime, importance, blocked, is_
     }
     cands.unpersist()
     return known, first, deferred, counts
-
-
-def _top(df, n: int, order: list, in_memory_max: int):
-    """The first `n` rows of `df` in `order`, cached: Spark's top-k (TakeOrderedAndProject,
-    cheapest while 2 x n rows fit in a task) up to `in_memory_max`, else `first_rows`."""
-    if n <= in_memory_max:
-        return df.orderBy(*order).limit(max(0, n)).cache()
-    return first_rows(df, n, order)
-
-
-def partition_offsets(counts: dict[int, int]) -> dict[int, int]:
-    """Rows before each partition of a sorted DataFrame, from the rows in each partition."""
-    out, total = {}, 0
-    for pid in sorted(counts):
-        out[pid] = total
-        total += counts[pid]
-    return out
-
-
-def first_rows(df, n: int, order: list):
-    """The first `n` rows of `df` in `order`, persisted, without one task holding n rows.
-
-    `orderBy(...).limit(n)` plans Spark's TakeOrderedAndProject: every task and then a single
-    final task keep up to 2n rows in memory, unspillable: at a round of 33M URLs (docs/scale.md)
-    that is several GB in one task. Here the sort is Spark's range-partitioned, spilling sort;
-    each sorted partition's rows are counted (one small collect: a row per partition) and each
-    row's global position is its partition's offset plus its position inside the partition
-    (`monotonically_increasing_id` counts rows in order within a partition), so the cut needs
-    no single partition either.
-    """
-    from pyspark import StorageLevel  # lazy: pyspark
-    from pyspark.sql import functions as F  # lazy: pyspark
-
-    tagged = (
-        df.orderBy(*order)
-        .withColumn("_pid", F.spark_partition_id())
-        .withColumn("_pos", F.monotonically_increasing_id() - F.shiftleft(F.col("_pid").cast("long"), 33))
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    counts = {r["_pid"]: r["count"] for r in tagged.groupBy("_pid").count().collect()}
-    offsets = partition_offsets(counts)
-    offs = df.sparkSession.createDataFrame(
-        list(offsets.items()) or [(0, 0)], "_pid int, _off long"
-    )
-    out = (
-        tagged.join(F.broadcast(offs), "_pid")
-        .where(F.col("_off") + F.col("_pos") < n)
-        .drop("_pid", "_pos", "_off")
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    out.count()
-    tagged.unpersist()
-    return out
 
 
 def open_rounds(rounds: Iterable[tuple[str, dt.datetime | None, list[str] | None]], current: str,

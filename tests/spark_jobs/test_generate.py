@@ -48,11 +48,3 @@ def test_open_rounds_are_generated_not_applied_and_unexpired():
     ]
     assert open_rounds(rounds, "current", expiry) == ["b-out", "out"]
     assert open_rounds([], "current", expiry) == []
-
-
-def test_partition_offsets_count_the_rows_before_each_partition():
-    from spark_jobs.generate import partition_offsets
-
-    # partitions may come back in any order and some may be missing (empty)
-    assert partition_offsets({2: 5, 0: 3, 5: 1}) == {0: 0, 2: 3, 5: 8}
-    assert partition_offsets({}) == {}

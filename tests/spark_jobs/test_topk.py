@@ -1,4 +1,4 @@
-"""generate.first_rows: the first n rows in order, cut by partition offsets (no single task)."""
+"""topk.first_rows (generate's cut): the first n rows in order, cut by partition offsets."""
 
 from __future__ import annotations
 
@@ -6,14 +6,21 @@ import random
 
 import pytest
 
-pytestmark = pytest.mark.spark
+
+def test_partition_offsets_count_the_rows_before_each_partition():
+    from spark_jobs.topk import partition_offsets
+
+    # partitions may come back in any order and some may be missing (empty)
+    assert partition_offsets({2: 5, 0: 3, 5: 1}) == {0: 0, 2: 3, 5: 8}
+    assert partition_offsets({}) == {}
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("n", [0, 1, 37, 500, 999, 1000, 5000])
 def test_first_rows_equals_a_sorted_prefix(spark, n):
     from pyspark.sql import functions as F
 
-    from spark_jobs.generate import first_rows
+    from spark_jobs.topk import first_rows
 
     rng = random.Random(n)
     # many ties in priority and host_rank: the url ends the order, as in generate
