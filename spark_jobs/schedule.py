@@ -102,39 +102,27 @@ def _todo_condition(rid_sql: str, now_sql: str) -> str:
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
     """Schedule the round's fetched URLs; returns counts (all ints).
 
+    Stages: the followed pages' rates between fetches (`_requote_followed`), the round's
+    pages' rates, the optimal policy's allocation of the revisit budget (`_allocate`), each
+    page's next fetch (`_next_fetches`) and the write (`_write`).
+
     Counts: scheduled, changed (of them, how many had a meaningful change), policy (code:
     fixed 0, adaptive 1, optimal 2), mean/min/max interval in seconds and mean_interval_days
     (rounded); optimal adds population (fetched pages sharing the budget), budget_per_day,
     planned_fetches_per_day (what the allocation spends: below the budget when every page
     already sits at the minimum interval) and buckets (histogram rows mu was solved on).
     """
-    from pyspark import StorageLevel  # lazy: pyspark
-    from pyspark.sql import functions as F  # lazy: pyspark
-
-    sch = cfg.section("schedule")
+    sch, sig = cfg.section("schedule"), cfg.section("signals")
     policy = build_policy(sch)
-    code = POLICY_CODES[policy.name]
     prior = GammaPrior(float(sch["prior_mean"]), float(sch["prior_strength"]))
-    rid, now_sql = sql_str(round_id), ts_lit(logical)
-    todo_cond = _todo_condition(rid, now_sql)
-
+    now_sql = ts_lit(logical)
+    todo_cond = _todo_condition(sql_str(round_id), now_sql)
     oracle = load_oracle_rates(str(sch.get("oracle_rates") or ""))
     default_days = float(sch["default_interval_days"])
+    rate_udf = _rate_udf(oracle, prior, default_days)
 
-    def rate_of(url, h, lm_changes, lm_exposure, lm_ok):
-        known = oracle.get(url)
-        if known is not None:  # benchmarks only: the true rate where the oracle knows it
-            return float(known)
-        return float(page_rate(h, lm_changes, lm_exposure, lm_ok, prior, default_days))
-
-    rate_fn = F.udf(rate_of, "double")
-
-    def rate_udf(col):
-        return rate_fn("url", col, "lm_changes", "lm_exposure_d", "lm_ok")
-
-    sig = cfg.section("signals")
     db = with_host_signals(spark, cfg, read(spark, cfg, "crawldb"))
-    counts: dict[str, int] = {"policy": code}
+    counts: dict[str, int] = {"policy": POLICY_CODES[policy.name]}
     if sig["enabled"]:  # rows this round did not fetch: before the early return below
         rate_sql = lm_rate_sql("lm_changes", "exposure",
                                history_mean_interval_sql("change_history", default_days),
@@ -145,77 +133,98 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         return {**counts, "scheduled": 0, "changed": 0}
     stage(spark, "estimating change rates")
     todo = db.where(todo_cond).withColumn("rate", rate_udf("change_history"))
-
-    ctx = ScheduleContext()
-    mean_score = None
+    ctx, mean_score = ScheduleContext(), None
     if isinstance(policy, ChangeRateOptimalSchedule):
-        # Discovery takes its share of the budget first while the frontier holds URLs
-        # (recrawl.schedules.revisit_budget; generate reserves the same slots).
-        statuses = sql_list(BUDGET_STATUSES)
-        pop = db.where(f"status IN ({statuses}) AND last_fetch_time IS NOT NULL")
-        frontier, held = frontier_and_held(db)
-        budget = revisit_budget(
-            float(sch["daily_budget"]), float(cfg.get("generate.discovery_share")), frontier,
-            held, float(sch["min_revisit_share"]))
-        counts["frontier"] = frontier
-        # Pages a host with proven signals lists are fetched when their signal moves (and once
-        # per signals.defer_max_days to verify), not by the policy: they leave the allocation
-        # and take their expected fetches off its budget, down to the others' share of it
-        # (recrawl.signal_trust.policy_budget).
-        if sig["enabled"]:
-            rate = f"coalesce(change_rate, {float(sch['prior_mean'])!r})"
-            chase = (f"CASE WHEN signal_followed AND {change_gain_sql(rate)} >= "
-                     f"{float(sig['min_gain'])!r} THEN 1.0 - exp(-{rate}) ELSE 0.0 END")
-            cost = pop.agg(F.sum(F.expr("CASE WHEN signal_followed THEN 1 ELSE 0 END")).alias("n"),
-                           F.count("*").alias("all"), F.sum(F.expr(chase)).alias("chase")).first()
-            n_followed, n_all = int(cost["n"] or 0), int(cost["all"] or 0)
-            signal_cost = float(cost["chase"] or 0.0) + n_followed / float(sig["defer_max_days"])
-            budget = policy_budget(budget, signal_cost, n_followed, n_all - n_followed)
-            pop = pop.where("NOT signal_followed")
-            counts.update(signal_followed=n_followed,
-                          signal_fetches_per_day=int(round(signal_cost)))
-        mean_score = pop.agg(F.avg("score")).first()[0]  # avg skips NULLs
-        if mean_score is not None and not mean_score > 0:
-            mean_score = None  # all scores 0: no information, every page counts as average
-        # This round's pages get a fresh estimate; the rest keep the one stored when they were
-        # scheduled (a UDF only where none is stored), so a round costs no Python pass over
-        # the whole crawldb.
-        fresh = pop.where(f"{todo_cond} OR change_rate IS NULL").withColumn(
-            "rate", rate_udf("change_history")
-        )
-        stored = pop.where(f"NOT ({todo_cond}) AND change_rate IS NOT NULL").withColumn(
-            "rate", F.col("change_rate")
-        )
-        weight = F.expr(policy.page_weight_sql("score", mean_score))
-        hist = (
-            fresh.unionByName(stored)
-            .select("rate", weight.alias("w"))
-            .groupBy(F.expr(bucket_sql("rate", "w")).alias("b"))
-            .agg(F.count("*").alias("n"), F.avg("rate").alias("rate"), F.avg("w").alias("w"))
-            .collect()
-        )
-        # A bucket is represented by its pages' mean rate and weight (not the geometric
-        # centre): exact for a bucket of one rate, and within the 1.33 factor otherwise.
-        if hist and budget > 0:
-            alloc = policy.solve(
-                [r["rate"] for r in hist], [r["w"] for r in hist], [r["n"] for r in hist], budget
-            )
-            ctx = ScheduleContext(mu=alloc.mu)
-            counts["planned_fetches_per_day"] = int(round(alloc.used_budget))
-        else:
-            # only duplicates fetched (nothing shares the budget, they are not refetched), or
-            # the pages followed by their signals take the whole budget: the rest wait the
-            # maximum interval
-            ctx = ScheduleContext(mu=math.inf)
-        counts.update(
-            population=int(sum(r["n"] for r in hist)),
-            buckets=len(hist),
-            budget_per_day=int(round(budget)),
-        )
+        ctx, mean_score = _allocate(cfg, db, policy, todo_cond, rate_udf, counts)
+    result = _next_fetches(todo, policy, ctx, mean_score,
+                           policy.clamp(float(sig["defer_max_days"])), now_sql)
+    counts.update(_write(spark, cfg, result, round_id))
+    return counts
+
+
+def _rate_udf(oracle: dict[str, float], prior: GammaPrior, default_days: float):
+    """history column -> the page's rate (`page_rate`; the benchmarks' oracle where it knows)."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    def rate_of(url, h, lm_changes, lm_exposure, lm_ok):
+        known = oracle.get(url)
+        if known is not None:  # benchmarks only: the true rate where the oracle knows it
+            return float(known)
+        return float(page_rate(h, lm_changes, lm_exposure, lm_ok, prior, default_days))
+
+    rate_fn = F.udf(rate_of, "double")
+    return lambda col: rate_fn("url", col, "lm_changes", "lm_exposure_d", "lm_ok")
+
+
+def _allocate(cfg: Config, db, policy: ChangeRateOptimalSchedule, todo_cond: str, rate_udf,
+              counts: dict[str, int]) -> tuple[ScheduleContext, float | None]:
+    """The optimal policy's multiplier mu over the pages sharing the revisit budget, solved on a
+    histogram of (rate, weight) buckets; returns (context, mean score) and adds its counts."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    sch, sig = cfg.section("schedule"), cfg.section("signals")
+    # Discovery takes its share of the budget first while the frontier holds URLs
+    # (recrawl.schedules.revisit_budget; generate reserves the same slots).
+    pop = db.where(f"status IN ({sql_list(BUDGET_STATUSES)}) AND last_fetch_time IS NOT NULL")
+    frontier, held = frontier_and_held(db)
+    budget = revisit_budget(
+        float(sch["daily_budget"]), float(cfg.get("generate.discovery_share")), frontier,
+        held, float(sch["min_revisit_share"]))
+    counts["frontier"] = frontier
+    # Pages a host with proven signals lists are fetched when their signal moves (and once
+    # per signals.defer_max_days to verify), not by the policy: they leave the allocation
+    # and take their expected fetches off its budget, down to the others' share of it
+    # (recrawl.signal_trust.policy_budget).
+    if sig["enabled"]:
+        rate = f"coalesce(change_rate, {float(sch['prior_mean'])!r})"
+        chase = (f"CASE WHEN signal_followed AND {change_gain_sql(rate)} >= "
+                 f"{float(sig['min_gain'])!r} THEN 1.0 - exp(-{rate}) ELSE 0.0 END")
+        cost = pop.agg(F.sum(F.expr("CASE WHEN signal_followed THEN 1 ELSE 0 END")).alias("n"),
+                       F.count("*").alias("all"), F.sum(F.expr(chase)).alias("chase")).first()
+        n_followed, n_all = int(cost["n"] or 0), int(cost["all"] or 0)
+        signal_cost = float(cost["chase"] or 0.0) + n_followed / float(sig["defer_max_days"])
+        budget = policy_budget(budget, signal_cost, n_followed, n_all - n_followed)
+        pop = pop.where("NOT signal_followed")
+        counts.update(signal_followed=n_followed, signal_fetches_per_day=int(round(signal_cost)))
+    mean_score = pop.agg(F.avg("score")).first()[0]  # avg skips NULLs
+    if mean_score is not None and not mean_score > 0:
+        mean_score = None  # all scores 0: no information, every page counts as average
+    # This round's pages get a fresh estimate; the rest keep the one stored when they were
+    # scheduled (a UDF only where none is stored), so a round costs no Python pass over
+    # the whole crawldb.
+    fresh = pop.where(f"{todo_cond} OR change_rate IS NULL").withColumn(
+        "rate", rate_udf("change_history"))
+    stored = pop.where(f"NOT ({todo_cond}) AND change_rate IS NOT NULL").withColumn(
+        "rate", F.col("change_rate"))
+    weight = F.expr(policy.page_weight_sql("score", mean_score))
+    hist = (
+        fresh.unionByName(stored)
+        .select("rate", weight.alias("w"))
+        .groupBy(F.expr(bucket_sql("rate", "w")).alias("b"))
+        .agg(F.count("*").alias("n"), F.avg("rate").alias("rate"), F.avg("w").alias("w"))
+        .collect()
+    )
+    counts.update(population=int(sum(r["n"] for r in hist)), buckets=len(hist),
+                  budget_per_day=int(round(budget)))
+    if not hist or budget <= 0:
+        # only duplicates fetched (nothing shares the budget, they are not refetched), or
+        # no revisit budget at all: the rest wait the maximum interval
+        return ScheduleContext(mu=math.inf), mean_score
+    # A bucket is represented by its pages' mean rate and weight (not the geometric
+    # centre): exact for a bucket of one rate, and within the 1.33 factor otherwise.
+    alloc = policy.solve(
+        [r["rate"] for r in hist], [r["w"] for r in hist], [r["n"] for r in hist], budget)
+    counts["planned_fetches_per_day"] = int(round(alloc.used_budget))
+    return ScheduleContext(mu=alloc.mu), mean_score
+
+
+def _next_fetches(todo, policy, ctx: ScheduleContext, mean_score: float | None,
+                  defer_days: float, now_sql: str):
+    """The round's pages with their rate, the interval the policy gives them (a page its
+    signals follow: the deferral cap, its verification visit) and their next fetch time."""
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     # No annotations: Spark 4 would read them as a pandas UDF signature.
-    defer_days = policy.clamp(float(sig["defer_max_days"]))
-
     def interval_s(rate, score, interval_s_now, changed, fetch_count, followed):
         if followed:  # its signal decides; the verification visit comes at the cap
             return interval_seconds(defer_days)
@@ -231,23 +240,27 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         return interval_seconds(policy.next_interval(page, ctx))
 
     interval_udf = F.udf(interval_s, "bigint")
-    result = (
-        todo.withColumn(
-            "new_interval_s",
-            interval_udf("rate", "score", "fetch_interval_s", "last_changed", "fetch_count",
-                         "signal_followed"),
-        )
+    return (
+        todo.withColumn("new_interval_s", interval_udf(
+            "rate", "score", "fetch_interval_s", "last_changed", "fetch_count",
+            "signal_followed"))
         .select(
             "url",
             F.col("rate").alias("change_rate"),
             F.col("new_interval_s").alias("fetch_interval_s"),
             F.expr(f"{now_sql} + make_interval(0, 0, 0, 0, 0, 0, new_interval_s)").alias(
-                "next_fetch_time"
-            ),
+                "next_fetch_time"),
             "last_changed",
         )
-        .persist(StorageLevel.MEMORY_AND_DISK)
     )
+
+
+def _write(spark, cfg: Config, result, round_id: str) -> dict[str, int]:
+    """Write the next fetch times into crawldb (crawldb.set_schedule); the interval counts."""
+    from pyspark import StorageLevel  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    result = result.persist(StorageLevel.MEMORY_AND_DISK)
     stats = result.agg(
         F.count("*").alias("n"),
         F.avg("fetch_interval_s").alias("mean"),
@@ -256,7 +269,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         F.sum(F.when(F.col("last_changed"), 1).otherwise(0)).alias("changed"),
     ).first()
     n = int(stats["n"])
-    counts.update(scheduled=n, changed=int(stats["changed"] or 0))
+    counts = {"scheduled": n, "changed": int(stats["changed"] or 0)}
     if n:
         counts.update(
             mean_interval_s=int(round(stats["mean"])),
