@@ -14,6 +14,7 @@ inside ``mapPartitions`` and writes the returned rows. Modules, one concern each
 * ``classify`` -- status decisions; ``urls`` -- host keys and redirect targets;
 * ``capture`` -- the records of one exchange; ``warc`` -- the WARC writer;
 * ``storage`` -- where WARC files live: local paths or S3 (``s3a://``, fsspec + s3fs).
+* ``stats`` -- the fetch step's counts (statuses, requests, politeness, timing) the gates judge.
 """
 
 from fetcher.models import FetchItem, FetchOutcome

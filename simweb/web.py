@@ -13,6 +13,7 @@ import json
 import threading
 from urllib.parse import parse_qs
 
+from simweb.faults import Fault
 from simweb.host import Host
 from simweb.response import Request, Response, not_found, text
 from simweb.server import RequestLog, SimServer
@@ -74,6 +75,7 @@ class SimWeb:
         self._address = ("127.0.0.1", port)  # loopback only, by design
         self._log = RequestLog(log_path)
         self._day = 0
+        self._faults: dict[str, Fault] = {}
         self._server: SimServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -135,6 +137,17 @@ class SimWeb:
             if reset:
                 reset()
 
+    def set_fault(self, hosts: list[str], fault: Fault) -> None:
+        """Make ``hosts`` answer as ``fault`` says (simweb.faults) until clear_faults."""
+        for h in hosts:
+            if self.world.host(h) is None:
+                raise ValueError(f"no such host: {h}")
+            self._faults[h] = fault
+
+    def clear_faults(self) -> None:
+        """Every host answers normally again (the web is fixed)."""
+        self._faults.clear()
+
     # -- catalogue -----------------------------------------------------------------------
     def hosts(self) -> list[str]:
         """Every crawlable host name (normal sites first); the control host is not included."""
@@ -160,7 +173,8 @@ class SimWeb:
         host: Host | None = self.world.host(req.host)
         if host is None:
             return not_found(req)
-        return host.respond(req)
+        fault = self._faults.get(req.host)
+        return fault.respond(host, req) if fault is not None else host.respond(req)
 
     def _control(self, req: Request) -> Response:
         """``/__sim/day[?set=N]``, ``/__sim/seeds``, ``/__sim/rates`` (JSON: URL -> true change

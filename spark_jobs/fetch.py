@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 
 from fetcher import Fetcher, FetchItem, FetchSettings
 from fetcher.cdxj import write_index
+from fetcher.stats import step_counts
 from fetcher.storage import S3Options, Storage
 from recrawl.cluster import executor_id
 from recrawl.config import Config, ConfigError
@@ -287,23 +288,23 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         if f.rsplit("/", 1)[-1] not in referenced_names:
             fs_delete(spark, f)
             removed += 1
-    run_stats = fetch_stats(staged)
+    hosts_stats, task_stats = fetch_stats(staged)
+    statuses = {
+        r["fetch_status"]: r["n"]
+        for r in published.groupBy("fetch_status").agg(F.count("*").alias("n")).collect()
+    }
+    # the step's counts, the gates' input: one function with the fetcher core's tests
+    counts = step_counts(statuses, hosts_stats, task_stats)
     fs_delete(spark, staging)
     fs_delete(spark, started_root)
     fs_delete(spark, status_root)
     # The round's CDXJ index next to its WARCs (fetcher.cdxj), rebuilt on every run.
     _, cdxj_lines = write_index(warc_dir, sorted(referenced), Storage(s3))
-    counts = {
-        r["fetch_status"]: r["n"]
-        for r in published.groupBy("fetch_status").agg(F.count("*").alias("n")).collect()
-    }
-    counts["urls"] = sum(counts.values())
     counts["executors"] = published.select("executor_id").distinct().count()
     counts["warc_files"] = len(referenced)
     counts["warc_orphans_removed"] = removed
     counts["resumed"] = int(resume)
     counts["cdxj_lines"] = cdxj_lines
-    counts.update(run_stats)
     return counts
 
 
@@ -313,12 +314,13 @@ _HOST_STATS = ("host string, requests long, bytes long, busy_ms long, wait_ms lo
 _TASK_STATS = "elapsed_ms long, floor_ms long"
 
 
-def fetch_stats(staged) -> dict[str, int]:
-    """The step's request statistics from its tasks' `host` and `stats` records (counts in the
-    rounds table; recrawl.metrics exports them, recrawl.gates judges them): requests, bytes,
-    hosts and those whose robots.txt was unavailable, requests per host (p50, p90, p99, max),
-    seconds waited on host delays, politeness violations and the worst shortfall, the slowest
-    task's time and its politeness floor."""
+def fetch_stats(staged) -> tuple[list[dict], list[dict]]:
+    """The `host` and `stats` records a fetch's tasks staged (one `host` record per host per
+    task, one `stats` record per task), for fetcher.stats.step_counts: the request statistics
+    (requests, bytes, hosts and those whose robots.txt was unavailable, requests per host,
+    waits, politeness violations, the slowest task's time and its politeness floor) in the
+    rounds table, which recrawl.metrics exports and recrawl.gates judges. Grouped per host
+    here, so the driver receives one small row per host."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
     hosts = staged_rows(staged, "host", _HOST_STATS).groupBy("host").agg(
@@ -326,23 +328,5 @@ def fetch_stats(staged) -> dict[str, int]:
         F.sum("wait_ms").alias("wait_ms"), F.sum("violations").alias("violations"),
         F.max("worst_short_ms").alias("worst_short_ms"),
         F.max(F.col("robots_unavailable").cast("int")).alias("robots_unavailable"))
-    h = hosts.agg(
-        F.count("*").alias("hosts"),
-        F.coalesce(F.sum("requests"), F.lit(0)).alias("requests"),
-        F.coalesce(F.sum("bytes"), F.lit(0)).alias("bytes"),
-        F.coalesce(F.sum("wait_ms"), F.lit(0)).alias("politeness_wait_ms"),
-        F.coalesce(F.sum("violations"), F.lit(0)).alias("politeness_violations"),
-        F.coalesce(F.max("worst_short_ms"), F.lit(0)).alias("politeness_worst_short_ms"),
-        F.coalesce(F.sum("robots_unavailable"), F.lit(0)).alias("robots_unavailable_hosts"),
-        F.percentile_approx("requests", [0.5, 0.9, 0.99]).alias("q"),
-        F.coalesce(F.max("requests"), F.lit(0)).alias("requests_per_host_max"),
-    ).collect()[0].asDict()
-    q = h.pop("q") or [0, 0, 0]
-    t = staged_rows(staged, "stats", _TASK_STATS).agg(
-        F.coalesce(F.max("elapsed_ms"), F.lit(0)).alias("task_max_ms"),
-        F.coalesce(F.max("floor_ms"), F.lit(0)).alias("polite_floor_ms"),
-    ).collect()[0].asDict()
-    out = {k: int(v or 0) for k, v in {**h, **t}.items()}
-    out.update(requests_per_host_p50=int(q[0] or 0), requests_per_host_p90=int(q[1] or 0),
-               requests_per_host_p99=int(q[2] or 0))
-    return out
+    tasks = staged_rows(staged, "stats", _TASK_STATS)
+    return ([r.asDict() for r in hosts.toLocalIterator()], [r.asDict() for r in tasks.collect()])
