@@ -33,31 +33,63 @@ from recrawl.traps import NEAR_DUP_FLOOD, near_dup_flood_sql
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
-    """Find the round's duplicates and replace its partition of `duplicates`.
+    """Find the round's duplicates and replace its partition of `duplicates`, in stages: the
+    candidates (`_candidates`), the exact groups (`_exact`), the near pairs (`_near`), the
+    write, and the near-duplicate floods flagged as traps (`_flag_floods`).
 
     Counts: new_pages, exact, near, near_pairs (pairs within distance), capped_buckets (over
     `dedup.max_bucket`, not joined in their table), capped_pages (new pages in at least one
     of them), trap_hosts.
     """
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    d = cfg.section("dedup")
+    new, new_c, cands, small = _candidates(spark, cfg, round_id, logical)
+    new_pages = new.count()
+    exact = _exact(new, cands, small)
+    near, nd = _near(spark, cands, exact, small, d)
+    # Materialized: the write and the counts below then plan over a small scan, not the joins.
+    dups = exact.unionByName(near).withColumn("round_id", F.lit(round_id)).localCheckpoint()
+    stage(spark, "writing duplicates")
+    replace_round(dups, cfg, "duplicates", round_id)
+    counts = {r["kind"]: r["n"] for r in dups.groupBy("kind").agg(F.count("*").alias("n")).collect()}
+    near_pairs = nd.pairs.count()
+    capped = nd.rows.where("capped").agg(
+        F.count_distinct("tbl", "key").alias("buckets"),
+        F.count_distinct(F.when(F.col("is_new"), F.col("url"))).alias("pages"),
+    ).first()
+    trap_hosts = _flag_floods(spark, cfg, new_c, dups, float(d["trap_near_dup_fraction"]))
+    for df in (new, exact, nd.rows, nd.pairs):
+        df.unpersist()
+    return {
+        "new_pages": new_pages,
+        "exact": counts.get("exact", 0),
+        "near": counts.get("near", 0),
+        "near_pairs": near_pairs,
+        "capped_buckets": int(capped["buckets"]),
+        "capped_pages": int(capped["pages"]),
+        "trap_hosts": trap_hosts,
+    }
+
+
+def _candidates(spark, cfg: Config, round_id: str, logical: dt.datetime):
+    """(the round's new pages (persisted), their side with the survivor-order metadata
+    (materialized), every candidate with its rank key, whether the round is small enough to
+    broadcast its side of every join with the store)."""
     from pyspark import StorageLevel  # lazy: pyspark
     from pyspark.sql import functions as F  # lazy: pyspark
 
     d = cfg.section("dedup")
-    k, layout, cap = int(d["max_distance"]), d["layout"], int(d["max_bucket"])
-    rid = sql_str(round_id)
     db = read(spark, cfg, "crawldb")
     new = (
-        read(spark, cfg, "pages").where(f"round_id = {rid} AND parse_error IS NULL")
+        read(spark, cfg, "pages").where(f"round_id = {sql_str(round_id)} AND parse_error IS NULL")
         .where("content_hash IS NOT NULL AND text_len > 0")
         .select("url", "content_hash", "simhash").dropDuplicates(["url"])
         .withColumn("is_new", F.lit(True))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    new_pages = new.count()
-    small = new_pages <= int(d["broadcast_new_pages"])
-
-    def side(df):  # the round's side of a join with the whole store
-        return F.broadcast(df) if small else df
+    small = new.count() <= int(d["broadcast_new_pages"])
+    side = _side(small)
 
     # Meta for the survivor order. fetch_time: the logical date for this round's pages (what
     # updatedb writes), so a re-run after updatedb ranks the same; first_seen falls back to it.
@@ -81,13 +113,26 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     stored_c = with_meta(stored, F.col("last_fetch_time"))
     rank_key = rank_key_column(d["survivor_order"])
-    cands = new_c.unionByName(stored_c).withColumn("rank_key", rank_key)
+    return new, new_c, new_c.unionByName(stored_c).withColumn("rank_key", rank_key), small
 
-    # Exact: groups by text hash that contain at least one page of this round.
+
+def _side(small: bool):
+    """The round's side of a join with the whole store: broadcast when the round is small."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    return F.broadcast if small else (lambda df: df)
+
+
+def _exact(new, cands, small: bool):
+    """Exact duplicates (persisted): groups by text hash that contain at least one page of this
+    round; every page but the group's survivor (the least rank key) points at it."""
+    from pyspark import StorageLevel  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+
     touched = new.select("content_hash").distinct()
-    grouped = cands.join(side(touched), "content_hash", "left_semi")
+    grouped = cands.join(_side(small)(touched), "content_hash", "left_semi")
     survivors = grouped.groupBy("content_hash").agg(F.min("rank_key").alias("best"))
-    exact = (
+    return (
         grouped.join(survivors, "content_hash")
         .where(F.col("url") != F.col("best.url"))
         .select("url", F.col("best.url").alias("canonical_url"),
@@ -95,15 +140,22 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
 
-    # Near: everything but the exact duplicates (each exact group joins with its survivor).
-    near_in = cands.join(side(exact.select("url")), "url", "left_anti").select(
+
+def _near(spark, cands, exact, small: bool, d):
+    """(near duplicates, the block join's rows and pairs, persisted): everything but the exact
+    duplicates takes part (each exact group by its survivor); of a close pair the page with the
+    larger key loses, and keeps its best-ranked neighbour."""
+    from pyspark import StorageLevel  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    near_in = cands.join(_side(small)(exact.select("url")), "url", "left_anti").select(
         "url", "simhash", "is_new", "rank_key"
     )
-    nd = near_duplicate_pairs_df(near_in, k, layout, cap, carry=("rank_key",), prune=small)
+    nd = near_duplicate_pairs_df(near_in, int(d["max_distance"]), d["layout"],
+                                 int(d["max_bucket"]), carry=("rank_key",), prune=small)
     stage(spark, "near-duplicate block join")
     nd.rows.persist(StorageLevel.MEMORY_AND_DISK)
     pairs = nd.pairs.persist(StorageLevel.MEMORY_AND_DISK)
-    # Orient: the page with the larger key loses; keep its best-ranked neighbour.
     oriented = pairs.select(
         F.when(F.col("rank_key_1") < F.col("rank_key_2"), F.col("u2")).otherwise(F.col("u1"))
         .alias("url"),
@@ -118,20 +170,14 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         "url", "c.canonical_url", F.lit("near").alias("kind"),
         F.col("c.distance").cast("int").alias("distance"),
     )
-    # Materialized: the write and the counts below then plan over a small scan, not the joins.
-    dups = exact.unionByName(near).withColumn("round_id", F.lit(round_id)).localCheckpoint()
-    stage(spark, "writing duplicates")
-    replace_round(dups, cfg, "duplicates", round_id)
-    by_kind = dups.groupBy("kind").agg(F.count("*").alias("n")).collect()
-    counts = {r["kind"]: r["n"] for r in by_kind}
-    near_pairs = pairs.count()
-    capped = nd.rows.where("capped").agg(
-        F.count_distinct("tbl", "key").alias("buckets"),
-        F.count_distinct(F.when(F.col("is_new"), F.col("url"))).alias("pages"),
-    ).first()
+    return near, nd
 
-    # Trap: a host whose new pages are mostly duplicates (a near-duplicate flood).
-    frac = float(d["trap_near_dup_fraction"])
+
+def _flag_floods(spark, cfg: Config, new_c, dups, frac: float) -> int:
+    """Flag as traps the hosts whose new pages are mostly duplicates (a near-duplicate flood,
+    recrawl.traps); a re-run commits nothing. Returns the flood hosts of this round."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
     per_host = (
         new_c.select("url", "host")
         .join(dups.select("url", F.lit(1).alias("dup")), "url", "left")
@@ -141,17 +187,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     trap_rows = per_host.collect()
     flagged = {r["host"] for r in read(spark, cfg, "hosts").where("trap").select("host").collect()}
-    to_flag = [r for r in trap_rows if r["host"] not in flagged]  # a re-run commits nothing
+    to_flag = [r for r in trap_rows if r["host"] not in flagged]
     if to_flag:
         flag_traps(spark, cfg, spark.createDataFrame(to_flag, per_host.schema))
-    for df in (new, exact, nd.rows, pairs):
-        df.unpersist()
-    return {
-        "new_pages": new_pages,
-        "exact": counts.get("exact", 0),
-        "near": counts.get("near", 0),
-        "near_pairs": near_pairs,
-        "capped_buckets": int(capped["buckets"]),
-        "capped_pages": int(capped["pages"]),
-        "trap_hosts": len(trap_rows),
-    }
+    return len(trap_rows)
