@@ -45,10 +45,45 @@ from spark_jobs.common import filter_rules, norm_rules
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
+    """Apply the round to crawldb in stages: the round's fetches with their parse and dedup
+    outcome (`_round_rows`), the URLs it found (`_targets`), the signals checked against the
+    copies they replace, one MERGE (crawldb.apply_round), then the hosts' verdicts."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
     now = naive_utc(logical)
     rid = sql_str(round_id)
+    fetches, dups, src = _round_rows(spark, cfg, rid)
+    targets = _targets(spark, cfg, rid, fetches)
+    # A stored page that lost to a new copy in this round's dedup is a duplicate too.
+    stored_dups = (
+        dups.select("url").join(fetches.select("url"), "url", "left_anti")
+        .withColumn("stored_dup", F.lit(True))
+    )
+    # One source row per URL (full outer joins): crawldb.apply_round makes one MERGE of it.
+    merged = (
+        src.join(targets.select("url", F.col("depth").alias("link_depth"),
+                                F.col("host").alias("link_host"), "inlink_est"), "url", "full")
+        .join(stored_dups, "url", "full")
+    )
+    before = read(spark, cfg, "crawldb").count()
+    checked = _check_signals(spark, cfg, src, now)  # reads the copies the MERGE replaces
+    stage(spark, "merging the round into crawldb")
+    apply_round(spark, cfg, merged, round_id, now)
+    park_poison(spark, cfg, now)
+    after = read(spark, cfg, "crawldb").count()
+    traps = _update_hosts(spark, cfg, now)
+    counts = {
+        r["fetch_status"]: r["n"]
+        for r in src.groupBy("fetch_status").agg(F.count("*").alias("n")).collect()
+    }
+    counts = {f"applied_{k}": v for k, v in counts.items()}
+    counts.update(new_urls=after - before, crawldb_urls=after, trap_hosts=traps, **checked)
+    return counts
+
+def _round_rows(spark, cfg: Config, rid: str):
+    """(the round's fetches, its duplicates, one row per fetched URL with its parse and dedup
+    outcome and the reason generate listed it)."""
+    from pyspark.sql import functions as F  # lazy: pyspark
 
     fetches = read(spark, cfg, "fetches").where(f"round_id = {rid}")
     pages = read(spark, cfg, "pages").where(f"round_id = {rid}").select(
@@ -65,6 +100,15 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .withColumn("is_dup", F.coalesce("is_dup", F.lit(False)))
         .dropDuplicates(["url"])
     )
+    return fetches, dups, src
+
+
+def _targets(spark, cfg: Config, rid: str, fetches):
+    """The URLs the round found (outlinks, redirect targets, the sitemaps robots.txt names),
+    one row per URL: the shortest depth, its host, the PageRank its ranked in-links pass on;
+    filtered by the link filter and crawl.max_depth."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
     rules = norm_rules(cfg)
     norm_udf = F.udf(lambda u: try_normalize(u, rules=rules)[0] if u else None, "string")
     # New URLs: outlinks, redirect targets and sitemaps, at depth = shortest path from a seed.
@@ -118,31 +162,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .where(F.col("depth") <= max_depth)
         .where("host IS NOT NULL")
     )
-    # A stored page that lost to a new copy in this round's dedup is a duplicate too.
-    stored_dups = (
-        dups.select("url").join(fetches.select("url"), "url", "left_anti")
-        .withColumn("stored_dup", F.lit(True))
-    )
-    # One source row per URL (full outer joins): crawldb.apply_round makes one MERGE of it.
-    merged = (
-        src.join(targets.select("url", F.col("depth").alias("link_depth"),
-                                F.col("host").alias("link_host"), "inlink_est"), "url", "full")
-        .join(stored_dups, "url", "full")
-    )
-    before = read(spark, cfg, "crawldb").count()
-    checked = _check_signals(spark, cfg, src, now)  # reads the copies the MERGE replaces
-    stage(spark, "merging the round into crawldb")
-    apply_round(spark, cfg, merged, round_id, now)
-    park_poison(spark, cfg, now)
-    after = read(spark, cfg, "crawldb").count()
-    traps = _update_hosts(spark, cfg, now)
-    counts = {
-        r["fetch_status"]: r["n"]
-        for r in src.groupBy("fetch_status").agg(F.count("*").alias("n")).collect()
-    }
-    counts = {f"applied_{k}": v for k, v in counts.items()}
-    counts.update(new_urls=after - before, crawldb_urls=after, trap_hosts=traps, **checked)
-    return counts
+    return targets
+
 
 
 def _check_signals(spark, cfg: Config, src, now: dt.datetime) -> dict[str, int]:
