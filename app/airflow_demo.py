@@ -31,11 +31,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from analyst.analytics import write_reference_rates
 from app.daemon import stop_all
 from app.demo import demo_config, summary
-from recrawl.analytics import write_reference_rates
 from recrawl.config import PROJECT_ROOT, Config, load_config
-from recrawl.spark import get_spark
+from recrawl.sparkenv.spark import get_spark
 
 ROOT = PROJECT_ROOT
 # DAG params that size a round, and the configuration keys they set (dags/recrawl_airflow).

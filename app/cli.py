@@ -17,15 +17,15 @@ from collections.abc import Sequence
 
 from app import daemon
 from recrawl.config import Config, ConfigError, load_config, parse_value
-from recrawl.rounds import (
+from recrawl.rules.rounds import (
     STEPS,
     BadInput,
     StepRun,
     check_round_id,
     parse_date,
-    record_step,
     round_id_for,
 )
+from recrawl.store.roundsdb import record_step
 
 # Only what parsing the command line needs is imported here; each verb imports its own modules
 # (`# lazy:`), so `crawler --help`, `sql`, `report` and `round --check` load no pyspark.
@@ -160,12 +160,13 @@ def _print_counts(title: str, counts: dict) -> None:
 def run_step(spark, cfg: Config, verb: str, round_id: str, logical: dt.datetime) -> dict:
     """Run one round step through its Spark job module and record its counts and timing.
 
-    Every Spark job of the step is labelled `<verb> <round>` (recrawl.joblabels); its health
-    gates (recrawl.gates) are checked, the round's after its last step; counts, timing and
-    gate results go to the round's row and to the step's metrics (recrawl.metrics). A failed
+    Every Spark job of the step is labelled `<verb> <round>` (recrawl.sparkenv.joblabels); its health
+    gates (recrawl.rules.gates) are checked, the round's after its last step; counts, timing and
+    gate results go to the round's row and to the step's metrics (recrawl.sparkenv.metrics). A failed
     gate raises GateFailed after both are written: the step is then not done.
     """
-    from recrawl import gates, joblabels, metrics  # lazy: keeps crawler startup fast
+    from recrawl.rules import gates  # lazy: keeps crawler startup fast
+    from recrawl.sparkenv import joblabels, metrics  # lazy: keeps crawler startup fast
 
     module = importlib.import_module(f"spark_jobs.{verb}")
     started, t0, cpu0 = dt.datetime.now(dt.UTC), time.monotonic(), time.process_time()
@@ -199,7 +200,7 @@ def _validate(args: argparse.Namespace, cfg: Config) -> None:
     if args.verb in (*STEP_VERBS, "round"):
         args.round_id = check_round_id(args.round_id or round_id_for(cfg, args.logical))
     if args.verb == "inject":
-        from spark_jobs import inject  # lazy: pyspark (via recrawl.crawldb)
+        from spark_jobs import inject  # lazy: pyspark (via recrawl.store.crawldb)
         from spark_jobs.common import norm_rules  # lazy: keeps crawler startup fast
 
         # a wrong or malformed seed file is refused before a JVM starts
@@ -212,7 +213,7 @@ def _validate(args: argparse.Namespace, cfg: Config) -> None:
     if getattr(args, "check", False) and args.redo:
         raise BadInput("--check and --redo: a check crawls nothing, so --redo has no meaning")
     if args.verb in WRITING_VERBS and not getattr(args, "check", False):
-        from recrawl.spark import check_environment  # lazy: keeps crawler startup fast
+        from recrawl.sparkenv.spark import check_environment  # lazy: keeps crawler startup fast
 
         check_environment(cfg)  # missing Java or jars: said before the crawl home is touched
 
@@ -229,7 +230,7 @@ def _cmd(args: argparse.Namespace) -> int:
         if rc is not None:
             return rc
     if args.verb in WRITING_VERBS:
-        from recrawl.lock import crawl_lock  # lazy: keeps crawler startup fast
+        from recrawl.store.lock import crawl_lock  # lazy: keeps crawler startup fast
 
         with crawl_lock(cfg.home, args.verb, float(cfg.get("crawl.lock_wait_s"))):
             return _dispatch(args, cfg)
@@ -253,7 +254,7 @@ def _daemon(args: argparse.Namespace, cfg: Config) -> int:
 
 def steps_done(spark, cfg: Config, round_id: str) -> list[str]:
     """Steps the rounds table records as done for `round_id` (empty when none)."""
-    from recrawl.tables import read, sql_str, table_exists  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import read, sql_str, table_exists  # lazy: pyspark (via recrawl.store.tables)
 
     if not table_exists(spark, cfg.table_path("rounds")):
         return []
@@ -264,7 +265,7 @@ def steps_done(spark, cfg: Config, round_id: str) -> list[str]:
 
 def _steps_done_fast(cfg: Config, round_id: str) -> list[str] | None:
     """steps_done read with DuckDB (no JVM, no pyspark); None when only Spark can tell."""
-    from recrawl import fastsql  # lazy: keeps crawler startup fast
+    from analyst import fastsql  # lazy: keeps crawler startup fast
 
     if fastsql.fast_path_reason(cfg, "SELECT 1") is not None:
         return None
@@ -282,7 +283,7 @@ def _check_round(cfg: Config, round_id: str) -> int:
     """`crawler round --check`: the resume test of `crawler round`, answering by exit code."""
     done = _steps_done_fast(cfg, round_id)
     if done is None:
-        from recrawl.spark import get_spark  # lazy: keeps crawler startup fast
+        from recrawl.sparkenv.spark import get_spark  # lazy: keeps crawler startup fast
 
         done = steps_done(get_spark(cfg, short_lived=True), cfg, round_id)
     start = resume_from(done)
@@ -303,10 +304,10 @@ def resume_from(done: Sequence[str]) -> int:
 
 
 def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
-    from recrawl.spark import get_spark  # lazy: keeps crawler startup fast
+    from recrawl.sparkenv.spark import get_spark  # lazy: keeps crawler startup fast
 
     if args.verb == "init":
-        from recrawl.tables import init_tables  # lazy: pyspark (via recrawl.tables)
+        from recrawl.store.tables import init_tables  # lazy: pyspark (via recrawl.store.tables)
 
         spark = get_spark(cfg, short_lived=True)
         created = init_tables(spark, cfg)
@@ -317,7 +318,7 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
     if args.verb == "sql":
         return _sql(args, cfg)
     if args.verb == "report":
-        from recrawl import fastsql, report  # lazy: keeps crawler startup fast
+        from analyst import fastsql, report  # lazy: keeps crawler startup fast
 
         try:
             path = report.write_report(cfg, args.out, top=args.top)
@@ -336,22 +337,22 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
             return 0
         return replay.serve(coll, args.port)
     if args.verb == "status":
-        from recrawl.sqlshell import print_status  # lazy: keeps crawler startup fast
+        from app.sparksql import print_status  # lazy: keeps crawler startup fast
 
         return print_status(get_spark(cfg, quiet=not args.verbose, short_lived=True), cfg)
     if args.verb == "inject":
-        from spark_jobs import inject  # lazy: pyspark (via recrawl.crawldb)
+        from spark_jobs import inject  # lazy: pyspark (via recrawl.store.crawldb)
 
         spark = get_spark(cfg, short_lived=True)
-        from recrawl.tables import check_tables  # lazy: pyspark (via recrawl.tables)
+        from recrawl.store.tables import check_tables  # lazy: pyspark (via recrawl.store.tables)
 
         check_tables(spark, cfg, ["crawldb"])
         counts = inject.run(spark, cfg, args.seeds, args.logical)
         _print_counts("inject", counts)
         return 0
     if args.verb == "pagerank":
-        from recrawl import joblabels, metrics  # lazy: keeps crawler startup fast
-        from spark_jobs import pagerank  # lazy: pyspark (via recrawl.crawldb)
+        from recrawl.sparkenv import joblabels, metrics  # lazy: keeps crawler startup fast
+        from spark_jobs import pagerank  # lazy: pyspark (via recrawl.store.crawldb)
 
         spark = get_spark(cfg, short_lived=True)
         t0, cpu0 = time.monotonic(), time.process_time()
@@ -376,7 +377,7 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
     # a loaded machine, which the optimizing compiler pays back (docs/design-choices.md)
     logical, round_id = args.logical, args.round_id
     spark = get_spark(cfg, short_lived=args.verb != "round")
-    from recrawl.tables import check_tables  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import check_tables  # lazy: pyspark (via recrawl.store.tables)
 
     check_tables(spark, cfg)
     verbs = (args.verb,)
@@ -396,7 +397,7 @@ def _dispatch(args: argparse.Namespace, cfg: Config) -> int:
 
 def _sql(args: argparse.Namespace, cfg: Config) -> int:
     """`crawler sql`: DuckDB when it can answer (auto, duckdb), Spark otherwise (auto, spark)."""
-    from recrawl import fastsql  # lazy: keeps crawler startup fast
+    from analyst import fastsql  # lazy: keeps crawler startup fast
 
     if not fastsql.split_statements(args.query):
         print("crawler sql: error: no SQL statement given", file=sys.stderr)
@@ -419,8 +420,8 @@ def _sql(args: argparse.Namespace, cfg: Config) -> int:
                 print(f"crawler sql: error: {exc}", file=sys.stderr)
                 return 2
         print(f"crawler sql: using Spark ({reason})", file=sys.stderr)
-    from recrawl.spark import get_spark  # lazy: keeps crawler startup fast
-    from recrawl.sqlshell import run_sql  # lazy: keeps crawler startup fast
+    from app.sparksql import run_sql  # lazy: keeps crawler startup fast
+    from recrawl.sparkenv.spark import get_spark  # lazy: keeps crawler startup fast
 
     return run_sql(get_spark(cfg, quiet=not args.verbose, short_lived=True), cfg, args.query, args.format,
                    args.limit)
@@ -447,10 +448,10 @@ def _spark_error_line(exc: BaseException) -> str | None:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
-    from recrawl.gates import GateFailed  # lazy: keeps crawler startup fast
-    from recrawl.lock import LockHeld  # lazy: keeps crawler startup fast
-    from recrawl.spark import EnvironmentProblem  # lazy: keeps crawler startup fast
-    from recrawl.tables import SchemaMismatch  # lazy: pyspark (via recrawl.tables)
+    from recrawl.rules.gates import GateFailed  # lazy: keeps crawler startup fast
+    from recrawl.sparkenv.spark import EnvironmentProblem  # lazy: keeps crawler startup fast
+    from recrawl.store.lock import LockHeld  # lazy: keeps crawler startup fast
+    from recrawl.store.tables import SchemaMismatch  # lazy: pyspark (via recrawl.store.tables)
 
     return (ConfigError, EnvironmentProblem, SchemaMismatch, BadInput, FileNotFoundError,
             LockHeld, ValueError, daemon.UnsafeFolder, GateFailed)

@@ -54,8 +54,8 @@ import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from recrawl.cluster import is_local
 from recrawl.config import PROJECT_ROOT, Config, ConfigError
+from recrawl.sparkenv.cluster import is_local
 
 MODES = ("auto", "on", "off")
 # Environment variables the driver JVM, its Python workers or the executors read at start-up.
@@ -384,9 +384,9 @@ class _Daemon:
 
 def serve(sock_path: Path, idle_s: float) -> None:
     """Serve clients until idle for `idle_s` seconds, told to stop, or sent SIGTERM."""
-    import recrawl.spark  # lazy: only the daemon's process sets it; clients stay light
+    import recrawl.sparkenv.spark  # lazy: only the daemon's process sets it; clients stay light
 
-    recrawl.spark.LONG_LIVED = True  # many verbs: the full JIT pays back (recrawl/jit.py)
+    recrawl.sparkenv.spark.LONG_LIVED = True  # many verbs: the full JIT pays back (recrawl/sparkenv/jit.py)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock_path.unlink(missing_ok=True)
     server.bind(str(sock_path))

@@ -14,11 +14,11 @@ import shutil
 import sys
 from pathlib import Path
 
+from analyst.analytics import write_reference_rates
 from app.cli import run_step
-from recrawl.analytics import write_reference_rates
 from recrawl.config import Config, load_config
-from recrawl.rounds import STEPS, parse_date, round_id_for
-from recrawl.spark import get_spark
+from recrawl.rules.rounds import STEPS, parse_date, round_id_for
+from recrawl.sparkenv.spark import get_spark
 
 
 def demo_config(home: str | Path, **extra) -> Config:
@@ -51,7 +51,7 @@ def summary(spark, cfg: Config) -> list[str]:
     """A short crawl summary from the Delta tables."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import read  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import read  # lazy: pyspark (via recrawl.store.tables)
 
     lines = []
     rounds = read(spark, cfg, "rounds").orderBy("round_id").collect()
@@ -95,10 +95,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
 
-    from recrawl.tables import init_tables  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import init_tables  # lazy: pyspark (via recrawl.store.tables)
     from simweb import SimWeb  # lazy: heavy (simweb: numpy, simhash)
     from simweb.audit import politeness_violations, robots_violations  # lazy: heavy (simweb: numpy, simhash)
-    from spark_jobs import inject  # lazy: pyspark (via recrawl.crawldb)
+    from spark_jobs import inject  # lazy: pyspark (via recrawl.store.crawldb)
 
     home = Path(args.home).resolve()
     shutil.rmtree(home, ignore_errors=True)
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = demo_config(home)
         # simweb's true change rates beside the tables: the report's and notebook 03's
-        # estimated-vs-true comparison reads them (recrawl.analytics.REFERENCE_RATES)
+        # estimated-vs-true comparison reads them (analyst.analytics.REFERENCE_RATES)
         write_reference_rates(cfg.home, web.truth.change_rates())
         spark = get_spark(cfg, "recrawl-demo")
         init_tables(spark, cfg)
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 counts = run_step(spark, cfg, step, rid, logical)
                 print(f"  {step} {rid}: " + ", ".join(f"{k}={v}" for k, v in counts.items()))
         if args.pagerank and args.rounds:
-            from spark_jobs import pagerank  # lazy: pyspark (via recrawl.crawldb)
+            from spark_jobs import pagerank  # lazy: pyspark (via recrawl.store.crawldb)
 
             counts = pagerank.run(spark, cfg, logical)
             print("pagerank: " + ", ".join(f"{k}={v}" for k, v in counts.items()))

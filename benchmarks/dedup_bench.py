@@ -9,7 +9,7 @@
    (computed exactly per group). Two unrelated random fingerprints are within 3 bits with
    probability 4.4e-15, so accidental pairs are ~0.001 expected at 1M and the planted pairs
    are the whole truth. Both engines see the same data:
-     spark         recrawl.nearjoin.near_duplicate_pairs_df (what the dedup job runs), every
+     spark         recrawl.content.nearjoin.near_duplicate_pairs_df (what the dedup job runs), every
                    page "new", local[*]; time from the cached input to the counted pairs.
      SimhashIndex  simhash.SimhashIndex(k=3) (4 blocks of 16 bits), built and queried for
                    every page, in a child process so its memory is its own. Sizes above
@@ -21,7 +21,7 @@
    Candidate pairs: comparisons the engine makes (pairs sharing a bucket, per table).
 2. The whole dedup (exact by text hash, survivor order, near by SimHash <= 3 among the exact
    survivors: the job's semantics, in pure Python) on simweb's dup.sim.test pages, fetched
-   over 127.0.0.1 and parsed with recrawl.parsing, scored against simweb's truth groups.
+   over 127.0.0.1 and parsed with recrawl.content.parsing, scored against simweb's truth groups.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks._sampler import PeakSampler  # noqa: E402
-from recrawl.fingerprint import hamming, to_signed64  # noqa: E402
+from recrawl.content.fingerprint import hamming, to_signed64  # noqa: E402
 
 K = 3
 PLANTED_FRACTION = 0.10
@@ -97,7 +97,7 @@ def run_spark(spark, fps: list[int], layout: str, max_bucket: int, workdir: str)
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from recrawl.nearjoin import near_duplicate_pairs_df
+    from recrawl.content.nearjoin import near_duplicate_pairs_df
 
     path = os.path.join(workdir, f"fps-{len(fps)}.csv")
     with open(path, "w") as fh:
@@ -172,9 +172,9 @@ def simweb_eval() -> dict:
     """The whole dedup (pure Python, the job's semantics) on dup.sim.test vs simweb's truth."""
     import requests
 
-    from recrawl.fingerprint import near_duplicate_pairs, simhash64, text_hash
-    from recrawl.parsing import parse_html
-    from recrawl.survivor import DEFAULT_ORDER, sort_key, split_survivor
+    from recrawl.content.fingerprint import near_duplicate_pairs, simhash64, text_hash
+    from recrawl.content.parsing import parse_html
+    from recrawl.rules.survivor import DEFAULT_ORDER, sort_key, split_survivor
     from simweb import SimWeb
 
     web = SimWeb(seed=42)
@@ -281,8 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
 
     from recrawl.config import load_config
-    from recrawl.fingerprint import expected_candidates
-    from recrawl.spark import get_spark
+    from recrawl.content.fingerprint import expected_candidates
+    from recrawl.sparkenv.spark import get_spark
 
     cfg = load_config(environ={}).with_overrides({
         "spark.master": "local[*]",

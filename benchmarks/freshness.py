@@ -31,9 +31,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from recrawl.allocation import freshness
-from recrawl.changerate import GammaPrior, estimate_from_history, update_history
-from recrawl.schedules import (
+from recrawl.rules.allocation import freshness
+from recrawl.rules.changerate import GammaPrior, estimate_from_history, update_history
+from recrawl.rules.schedules import (
     AdaptiveSchedule,
     ChangeRateOptimalSchedule,
     FixedSchedule,

@@ -6,7 +6,7 @@
 Every `crawler` step (every Airflow task) starts a driver JVM. This runs the same `crawler`
 commands as a user would, alternately with the setting at its two values (by default
 `spark.class_data_sharing` off and auto: without and with the archive scripts/setup.sh builds,
-recrawl/cds.py; `spark.driver_jit` full and quick is the compiler level, recrawl/jit.py), so
+recrawl/sparkenv/cds.py; `spark.driver_jit` full and quick is the compiler level, recrawl/sparkenv/jit.py), so
 both sides see the same machine load, and prints the median wall
 seconds and the CPU seconds of the whole process tree (the Python CLI, spark-submit and the JVM,
 sampled every 0.1 s: the last tenth of a second of each process is not counted, alike on both
@@ -88,14 +88,14 @@ def main() -> int:
 def _compare(args: argparse.Namespace, key: str, pair: tuple[str, ...], env_key: str, web) -> int:
     from app.airflow_demo import config_toml
     from app.demo import demo_config
-    from recrawl.cds import archive_path
     from recrawl.config import load_config
-    from recrawl.spark import find_jars
+    from recrawl.sparkenv.cds import archive_path
+    from recrawl.sparkenv.spark import find_jars
 
     cfg = load_config()
     archive = archive_path(cfg, find_jars(cfg))
     if archive is None or not archive.is_file():
-        raise SystemExit("no CDS archive for this JVM and jars: run `.venv/bin/python -m recrawl.cds`")
+        raise SystemExit("no CDS archive for this JVM and jars: run `.venv/bin/python -m recrawl.sparkenv.cds`")
     results: dict[tuple[str, str], list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="jvm-start-") as tmp:
         for i in range(args.pairs):

@@ -1,5 +1,5 @@
 """PageRank and connected components, every engine on the same graph side by side: Spark
-DataFrame joins and Spark GraphX (recrawl.graph), the in-driver solve (recrawl.graph_local),
+DataFrame joins and Spark GraphX (recrawl.graph.pagerank), the in-driver solve (recrawl.graph.local),
 networkx optionally.
 
     .venv/bin/python benchmarks/pagerank_bench.py [--nodes 100000 --edges 1050000 --iterations 100 --tolerance 1e-4]
@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--tolerance", type=float, default=1e-4,
                     help="stop when the L1 change of the rank vector is below this (all engines)")
     ap.add_argument("--engines", default="dataframe,graphx,driver",
-                    help="PageRank engines to run, in this order (recrawl.graph.ENGINES)")
+                    help="PageRank engines to run, in this order (recrawl.graph.pagerank.ENGINES)")
     ap.add_argument("--components", default="graphx,driver",
                     help="engines for weak + strong components ('' = none; dataframe is slow)")
     ap.add_argument("--no-networkx", dest="networkx", action="store_false")
@@ -74,9 +74,9 @@ def main() -> None:
     import numpy as np
 
     from recrawl.config import load_config
-    from recrawl.graph import pagerank, strongly_connected_components, weakly_connected_components
-    from recrawl.graph_local import pagerank_arrays
-    from recrawl.spark import get_spark
+    from recrawl.graph.local import pagerank_arrays
+    from recrawl.graph.pagerank import pagerank, strongly_connected_components, weakly_connected_components
+    from recrawl.sparkenv.spark import get_spark
 
     edge_list = make_graph(args.nodes, args.edges, args.seed)
     print(f"graph: {args.nodes} nodes, {len(edge_list)} distinct edges (seed {args.seed})", flush=True)

@@ -4,7 +4,7 @@
         --budget-share 0.2 --policies fixed,adaptive,optimal,oracle --seed 7 --warmup D]
 
 Where benchmarks/freshness.py simulates the policies in pure Python, this one runs the real
-steps (recrawl.rounds.STEPS: generate, fetch over HTTP, parse, dedup, updatedb, schedule; one
+steps (recrawl.rules.rounds.STEPS: generate, fetch over HTTP, parse, dedup, updatedb, schedule; one
 Spark session, as `crawler round` does) one round per simulated day, and scores the result
 against simweb's truth. Per policy: a fresh crawl home and a fresh SimWeb with the same seed and
 `rates="web"` (normal pages' change rates from Cho & Garcia-Molina 2000's measured mix,
@@ -248,8 +248,8 @@ def theory(pages: dict[tuple[str, str], Page], budget: int, args: argparse.Names
     """Steady-state freshness with the true rates: fixed at the budget's interval, and the
     optimum any policy can reach at this budget (the allocation solved on the truth), plain
     and importance-weighted. The ceiling the measured policies are read against."""
-    from recrawl.allocation import freshness
-    from recrawl.schedules import ChangeRateOptimalSchedule
+    from recrawl.rules.allocation import freshness
+    from recrawl.rules.schedules import ChangeRateOptimalSchedule
 
     rates = [p.rate for p in pages.values()]
     weights = [p.weight for p in pages.values()]
@@ -277,8 +277,8 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
     """Run `args.days` rounds of `policy` on a fresh SimWeb and crawl home; measure each day."""
     from app.cli import run_step
     from app.demo import demo_config
-    from recrawl.rounds import STEPS, parse_date, round_id_for
-    from recrawl.tables import init_tables
+    from recrawl.rules.rounds import STEPS, parse_date, round_id_for
+    from recrawl.store.tables import init_tables
     from simweb.response import EPOCH
     from spark_jobs import inject
 
@@ -591,7 +591,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         return 0
     from app.demo import demo_config
-    from recrawl.spark import get_spark
+    from recrawl.sparkenv.spark import get_spark
 
     t0 = time.perf_counter()
     with make_web(args) as web:

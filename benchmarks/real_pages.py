@@ -13,11 +13,11 @@ Per page, the median CPU (time.process_time) of `--reps` runs of:
 * links and metadata: `parse_html(extract_text=False)` (decode, Lexbor tree, outlinks, title,
   language, robots, and the visible text that such a parse keeps);
 * text extraction alone, per extractor: trafilatura + htmldate as the parse step calls them
-  (`recrawl.extract.extract_main`: scripts and styles stripped first), the same without the
+  (`recrawl.content.extract.extract_main`: scripts and styles stripped first), the same without the
   stripping (the code before it), trafilatura's own fast `baseline`, resiliparse
   (`extract_resiliparse`) and selectolax's visible text;
 * the whole `parse_html` with each `parse.extractor` (what the parse step pays per page);
-* SimHash (`recrawl.fingerprint.simhash64`) of trafilatura's text;
+* SimHash (`recrawl.content.fingerprint.simhash64`) of trafilatura's text;
 
 the charset and language found, and the distinct `<a href>` targets found against an
 independent lxml reading of the same page (resolved, normalized and filtered with the same
@@ -43,12 +43,12 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from recrawl import extract
-from recrawl.charset import decode_html
-from recrawl.fingerprint import hamming, shingles, simhash64
-from recrawl.linkfilter import DEFAULT_FILTER_RULES, filter_reason
-from recrawl.parsing import _BAD_XML_CHARS, _visible_text, parse_html
-from recrawl.urlnorm import try_normalize
+from recrawl.content import extract
+from recrawl.content.charset import decode_html
+from recrawl.content.fingerprint import hamming, shingles, simhash64
+from recrawl.content.linkfilter import DEFAULT_FILTER_RULES, filter_reason
+from recrawl.content.parsing import _BAD_XML_CHARS, _visible_text, parse_html
+from recrawl.content.urlnorm import try_normalize
 
 PACKAGE = "newspaper4k"
 VERSION = "0.9.6"

@@ -77,9 +77,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from app.cli import run_step
     from app.demo import demo_config
-    from recrawl.rounds import STEPS, parse_date, round_id_for
-    from recrawl.spark import get_spark
-    from recrawl.tables import init_tables
+    from recrawl.rules.rounds import STEPS, parse_date, round_id_for
+    from recrawl.sparkenv.spark import get_spark
+    from recrawl.store.tables import init_tables
     from simweb import SimWeb
     from spark_jobs import inject
 
@@ -136,9 +136,9 @@ def compare(args) -> int:
     """Baseline and variant, step by step alternately, on two homes over one simulated web."""
     from app.cli import run_step
     from app.demo import demo_config
-    from recrawl.rounds import STEPS, parse_date, round_id_for
-    from recrawl.spark import get_spark
-    from recrawl.tables import init_tables
+    from recrawl.rules.rounds import STEPS, parse_date, round_id_for
+    from recrawl.sparkenv.spark import get_spark
+    from recrawl.store.tables import init_tables
     from simweb import SimWeb
     from spark_jobs import inject
 
@@ -231,8 +231,8 @@ VOLATILE = {"warc_record_id", "payload_record_id", "warc_date", "payload_warc_da
 def compare_tables(spark, cfgs) -> dict[str, str]:
     """Per table: row counts of both crawls and, per column, how many rows differ (keyed by
     round and URL, or URL, or host)."""
-    from recrawl.schemas import TABLES
-    from recrawl.tables import read
+    from recrawl.store.schemas import TABLES
+    from recrawl.store.tables import read
 
     out = {}
     for name in ("crawldb", "fetch_list", "fetches", "pages", "links", "hosts", "robots"):

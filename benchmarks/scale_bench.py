@@ -119,7 +119,7 @@ def synth_fetch_parse(spark, cfg, round_id: str, n_urls: int, seed: int, n_hosts
     """Write the round's fetches, pages and links as the fetch and parse steps would."""
     from pyspark.sql import functions as F
 
-    from recrawl.tables import read, replace_round, sql_str
+    from recrawl.store.tables import read, replace_round, sql_str
     from spark_jobs.parse import write_latest_outlinks
 
     fetch_time = ROUND_DATE + dt.timedelta(hours=1)
@@ -277,7 +277,7 @@ def _mb(x: float) -> str:
 def run_bench(args, spark=None) -> list[dict]:
     """Run the benchmark; with `spark` given (a test's session) it is used and left running."""
     from recrawl.config import load_config
-    from recrawl.spark import get_spark, set_codegen
+    from recrawl.sparkenv.spark import get_spark, set_codegen
     from spark_jobs import dedup, generate, pagerank, updatedb
 
     home = args.home or str(ROOT / "var" / "scale" / str(args.urls))
@@ -349,7 +349,7 @@ def run_bench(args, spark=None) -> list[dict]:
         print(f"  {name:<8} {rows:>12,} rows {d['numFiles']:>5} files "
               f"{d['sizeInBytes'] / 2**20:>9,.1f} MiB {d['sizeInBytes'] / max(rows, 1):>6.1f} B/row",
               flush=True)
-    # As a round's session does when it starts on this crawl home (recrawl.spark.get_spark):
+    # As a round's session does when it starts on this crawl home (recrawl.sparkenv.spark.get_spark):
     # the crawldb is here now, so spark.codegen = "auto" sees its size.
     print(f"codegen: {'on' if set_codegen(spark, cfg) else 'off'} "
           f"(spark.codegen = {cfg.get('spark.codegen')}, min {cfg.get('spark.codegen_min_mb')} MB)",

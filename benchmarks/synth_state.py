@@ -5,7 +5,7 @@
 Everything is computed by Spark from `spark.range` with hash-based columns
 (`xxhash64(id, seed, salt)`), never in a Python loop, so 10M URLs take minutes and the same seed
 gives the same tables. Tables are written as Delta under `<home>/tables/` with the contract's
-schemas (recrawl.tables.init_tables / conform), so every job reads them as it reads a real crawl.
+schemas (recrawl.store.tables.init_tables / conform), so every job reads them as it reads a real crawl.
 
 The shape of the state:
   * hosts: `urls / urls_per_host` hosts (default 50 URLs a host on average) with a Zipf-like
@@ -265,7 +265,7 @@ def generate_state(spark, cfg, n_urls: int, seed: int = 1, urls_per_host: int = 
     """
     import shutil
 
-    from recrawl.tables import init_tables, overwrite
+    from recrawl.store.tables import init_tables, overwrite
 
     home = Path(cfg.home)
     if (home / "tables").exists():
@@ -302,7 +302,7 @@ def generate_state(spark, cfg, n_urls: int, seed: int = 1, urls_per_host: int = 
 
 
 def conform(df, name):
-    from recrawl.tables import conform as _conform
+    from recrawl.store.tables import conform as _conform
 
     return _conform(df, name)
 
@@ -311,7 +311,7 @@ def table_bytes(cfg, name: str) -> int:
     """Bytes of the current version's data files (Delta's own accounting)."""
     from delta.tables import DeltaTable
 
-    from recrawl.spark import get_spark
+    from recrawl.sparkenv.spark import get_spark
 
     spark = get_spark(cfg)
     d = DeltaTable.forPath(spark, cfg.table_path(name)).detail().first()
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from recrawl.config import load_config
-    from recrawl.spark import get_spark
+    from recrawl.sparkenv.spark import get_spark
 
     home = args.home or str(ROOT / "var" / "scale" / str(args.urls))
     cfg = load_config(environ={}).with_overrides({

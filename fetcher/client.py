@@ -13,7 +13,7 @@ from fetcher.hosts import Host
 from fetcher.http import Exchange, perform
 from fetcher.robots import request_target
 from fetcher.settings import FetchSettings
-from recrawl.politeness import host_delay
+from recrawl.rules.politeness import host_delay
 
 # Seconds of slack in the politeness measure (clock rounding only; see Client._measure).
 GAP_TOLERANCE_S = 0.001

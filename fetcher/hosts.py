@@ -20,7 +20,7 @@ from fetcher.http import HostConnection
 from fetcher.robots import RobotsRules, from_cache
 from fetcher.settings import FetchSettings
 from fetcher.urls import split_host_key
-from recrawl.politeness import host_delay
+from recrawl.rules.politeness import host_delay
 
 
 @dataclass

@@ -39,7 +39,7 @@ FETCH_COLUMNS = (
 class FetchItem:
     """One URL of the fetch list.
 
-    ``host`` is the politeness key ``scheme://host:port`` (``recrawl.urlnorm.host_key``); an
+    ``host`` is the politeness key ``scheme://host:port`` (``recrawl.content.urlnorm.host_key``); an
     empty string lets the fetcher compute it. ``etag`` / ``last_modified`` are the validators of
     the previous capture (conditional GET); ``prev_payload_digest`` / ``prev_fetch_time`` let an
     unchanged payload be stored as an identical-payload-digest ``revisit`` record.

@@ -17,7 +17,7 @@ from typing import Any
 from fetcher.http import Exchange
 from fetcher.tasks import Task
 from fetcher.urls import BadURL, host_key, normalize
-from recrawl.urlnorm import DEFAULT_RULES, NormalizeRules
+from recrawl.content.urlnorm import DEFAULT_RULES, NormalizeRules
 
 
 def next_hop(task: Task, ex: Exchange, max_redirects: int,

@@ -60,7 +60,7 @@ from fetcher.settings import FetchSettings
 from fetcher.storage import Storage
 from fetcher.tasks import Slot, Task
 from fetcher.urls import BadURL, host_key
-from recrawl.politeness import host_delay
+from recrawl.rules.politeness import host_delay
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ class Fetcher:
     def _timing(self, threads: int) -> dict[str, int]:
         """Elapsed time and the politeness floor: the shortest time in which the requests made
         could have been made, each host's requests back to back at its delay and the threads
-        kept busy (the throughput gate compares the two, recrawl.gates)."""
+        kept busy (the throughput gate compares the two, recrawl.rules.gates)."""
         floor, busy = 0.0, 0.0
         for h in self._hosts:
             if h.requests:
@@ -316,7 +316,7 @@ class Fetcher:
             self._cond.notify_all()
 
     def _delay(self, queue_key: str, host: str | None) -> float:
-        """Delay after a request (recrawl.politeness.host_delay); per-IP queues keep the max.
+        """Delay after a request (recrawl.rules.politeness.host_delay); per-IP queues keep the max.
         A host whose Crawl-delay exceeds the cap is deferred before any page request: its
         robots.txt request alone is followed by the longest delay allowed."""
         s = self.settings

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from recrawl.urlnorm import DEFAULT_RULES, NormalizeRules
+from recrawl.content.urlnorm import DEFAULT_RULES, NormalizeRules
 
 DEFAULT_USER_AGENT = "recrawlbot/0.1 (+https://example.invalid/recrawlbot; crawler@example.invalid)"
 

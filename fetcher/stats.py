@@ -1,7 +1,7 @@
 """The fetch step's counts from what its runs measured: statuses, requests, politeness, timing.
 
 One function turns a fetch's outcome into the counts the rounds table records, the metrics
-export and the health gates judge (recrawl.gates): the Spark step (spark_jobs.fetch) feeds it
+export and the health gates judge (recrawl.rules.gates): the Spark step (spark_jobs.fetch) feeds it
 the records its tasks staged, a test of the fetcher core alone feeds it a ``FetchOutcome``
 (:func:`outcome_counts`), so both are counted by the same code.
 """

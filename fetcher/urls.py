@@ -1,4 +1,4 @@
-"""URL helpers over the project's normalizer and host key (``recrawl.urlnorm``).
+"""URL helpers over the project's normalizer and host key (``recrawl.content.urlnorm``).
 
 The fetcher must agree with the crawldb on what a redirect target's URL and host are, so it
 normalizes with the crawl's own rules (``FetchSettings.norm_rules``, from ``[urlnorm]``).
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from recrawl.urlnorm import DEFAULT_RULES, InvalidURL, NormalizeRules, normalize_url
-from recrawl.urlnorm import host_key as recrawl_host_key
+from recrawl.content.urlnorm import DEFAULT_RULES, InvalidURL, NormalizeRules, normalize_url
+from recrawl.content.urlnorm import host_key as recrawl_host_key
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 

@@ -38,7 +38,7 @@ class ConfigError(ValueError):
 
 def _defaults() -> dict[str, dict[str, Any]]:
     # Through importlib.resources: also readable when recrawl is imported from the code zip
-    # that a cluster driver ships with spark.submit.pyFiles (recrawl/cluster.py).
+    # that a cluster driver ships with spark.submit.pyFiles (recrawl/sparkenv/cluster.py).
     # lazy: keeps `crawler --help` fast (importlib.resources loads tempfile, bz2, lzma: ~3 ms)
     from importlib.resources import files
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds the project's JVM classes (jvm/src/main/java: the GraphX engine of recrawl/graph_graphx.py)
+# Builds the project's JVM classes (jvm/src/main/java: the GraphX engine of recrawl/graph/graphx.py)
 # into jvm/target/recrawl-graphx.jar with the JDK's javac and jar, compiled against pyspark's own
 # jars folder: Spark, GraphX and Scala are `provided` by pyspark, so nothing is downloaded (a
 # Maven build would fetch its compiler plugins and Spark's poms first). A few seconds.
-# recrawl/spark.py puts the jar on `spark.jars` (shipped to executors), scripts/spark_submit.sh
+# recrawl/sparkenv/spark.py puts the jar on `spark.jars` (shipped to executors), scripts/spark_submit.sh
 # on --jars. Used by scripts/setup.sh and docker/Dockerfile.
 set -euo pipefail
 cd "$(dirname "$0")/.."

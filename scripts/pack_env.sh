@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the Python environment Spark executors run, as one relocatable archive:
 #   .cache/cluster-env/recrawl-env.tar.gz   (venv-pack of .cache/cluster-env/venv)
-# For a non-local master recrawl/spark.py ships it as spark.archives (`<archive>#env`) and
+# For a non-local master recrawl/sparkenv/spark.py ships it as spark.archives (`<archive>#env`) and
 # points spark.pyspark.python at ./env/bin/python (docs/cluster.md). The archive holds the
 # project's third-party dependencies (pyproject.toml [project].dependencies, pinned by
-# constraints.txt), not the project itself: recrawl/spark.py zips recrawl/, fetcher/,
+# constraints.txt), not the project itself: recrawl/sparkenv/spark.py zips recrawl/, fetcher/,
 # spark_jobs/ and simweb/ at session start and ships them with spark.submit.pyFiles, so a code
 # change never needs a new archive. pyspark's jars/ (~400 MB) stays out: executors run the
 # cluster's own Spark, and their Python workers import pyspark from it.

@@ -6,7 +6,7 @@
 #                     bundle) an s3a:// crawl home needs
 #   jvm/target/recrawl-graphx.jar  the GraphX engine's classes (scripts/build_jvm.sh: javac against
 #                     pyspark's own jars, nothing downloaded, a few seconds)
-#   .cache/cds        the driver JVM's class-data-sharing archive (recrawl/cds.py)
+#   .cache/cds        the driver JVM's class-data-sharing archive (recrawl/sparkenv/cds.py)
 #   .cache/cluster-env  only with --cluster or RECRAWL_CLUSTER=1: the executors' environment
 #                     archive for a Spark cluster (scripts/pack_env.sh, docs/cluster.md)
 # Re-running is cheap: each part is skipped when its inputs have not changed.
@@ -74,8 +74,8 @@ fi
 if [ "$CLUSTER" = 1 ]; then
   bash scripts/pack_env.sh
 fi
-# The driver JVM's class-data-sharing archive (recrawl/cds.py; ~190 MB, a minute once): every
+# The driver JVM's class-data-sharing archive (recrawl/sparkenv/cds.py; ~190 MB, a minute once): every
 # later `crawler` step starts its JVM without parsing Spark's and Delta's classes again. Keyed
 # by the JVM, pyspark and the jars, so it is rebuilt when one of them changes.
-.venv/bin/python -m recrawl.cds
+.venv/bin/python -m recrawl.sparkenv.cds
 echo "setup: ready (.venv, $(ls .cache/jars | wc -l) jars in .cache/jars)"

@@ -9,19 +9,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${MASTER:?set MASTER, e.g. MASTER=spark://127.0.0.1:7077}"
 DEPLOY_MODE=${DEPLOY_MODE:-client}
-# A master on loopback: keep the driver there too (recrawl/spark.py does the same).
+# A master on loopback: keep the driver there too (recrawl/sparkenv/spark.py does the same).
 case $MASTER in spark://127.0.0.1:*|spark://localhost:*) export SPARK_LOCAL_IP=127.0.0.1 ;; esac
 PY=${PYTHON_DRIVER:-$PWD/.venv/bin/python}
 ARCHIVE=${ARCHIVE:-$PWD/.cache/cluster-env/recrawl-env.tar.gz}
 [ -f "$ARCHIVE" ] || { echo "spark_submit: $ARCHIVE missing: run bash scripts/pack_env.sh" >&2; exit 2; }
 SPARK_HOME=${SPARK_HOME:-$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}
-CODE=$("$PY" -c 'import sys; sys.path.insert(0, "."); from recrawl.cluster import code_zip; print(code_zip(".cache"))')
+CODE=$("$PY" -c 'import sys; sys.path.insert(0, "."); from recrawl.sparkenv.cluster import code_zip; print(code_zip(".cache"))')
 JARS=$(ls "$PWD"/.cache/jars/delta-*.jar | paste -sd, -)
-# the GraphX engine's classes (scripts/build_jvm.sh; recrawl/graph_graphx.py)
+# the GraphX engine's classes (scripts/build_jvm.sh; recrawl/graph/graphx.py)
 GRAPHX_JAR=$PWD/jvm/target/recrawl-graphx.jar
 [ -f "$GRAPHX_JAR" ] && JARS="$JARS,$GRAPHX_JAR"
 # The s3a jars (when set-up fetched them) on the class paths, at the same path on every node
-# (recrawl/spark.py explains why not --jars).
+# (recrawl/sparkenv/spark.py explains why not --jars).
 s3a=()
 S3A_CP=$(ls "$PWD"/.cache/jars/{hadoop-aws,bundle,analyticsaccelerator-s3}-*.jar 2>/dev/null | paste -sd: - || true)
 [ -n "$S3A_CP" ] && s3a=(--conf "spark.driver.extraClassPath=$S3A_CP" --conf "spark.executor.extraClassPath=$S3A_CP")

@@ -3,7 +3,7 @@
 `spark-submit [options] scripts/submit_main.py round --date 2026-11-01` runs `crawler round
 --date 2026-11-01` as a Spark application: the master, deploy mode, environment archive
 (--archives ...#env) and code zip (--py-files) come from spark-submit, not from recrawl's
-configuration (recrawl/spark.py). A file of its own, in a folder without Python modules, so
+configuration (recrawl/sparkenv/spark.py). A file of its own, in a folder without Python modules, so
 that nothing here shadows a package when Python puts this folder first on sys.path.
 """
 

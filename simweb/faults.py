@@ -2,7 +2,7 @@
 
 ``SimWeb.set_fault(hosts, Fault(...))`` makes those hosts misbehave until ``clear_faults()``;
 the hosts themselves (their pages, links and ground truth) do not change, only what the server
-answers. Each fault is one way a real site fails the crawl (recrawl.gates, docs/operators.md):
+answers. Each fault is one way a real site fails the crawl (recrawl.rules.gates, docs/operators.md):
 
 * ``robots_status``: robots.txt answers this status (5xx: RFC 9309 says assume complete
   disallow, so nothing else of the host is fetched; the robots_unavailable gate);

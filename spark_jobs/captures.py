@@ -1,7 +1,7 @@
 """captures: the round's WARC captures with Common Crawl's URL-index columns (run by parse).
 
 One row per `fetches` row that points at a `response` or `revisit` record. URL columns come
-from the captured URI (``recrawl.captures.url_fields``: SURT key, host, registered domain by
+from the captured URI (``recrawl.content.captures.url_fields``: SURT key, host, registered domain by
 the bundled Public Suffix List, TLD, path); detected MIME, charset and language from the
 parse of that payload (`pages` joined on url and payload digest, so a revisit gets its
 original's parse); WARC filename / offset / length and record id from `fetches`. Replaces the
@@ -10,8 +10,8 @@ round's rows: a re-run leaves one copy.
 
 from __future__ import annotations
 
-from recrawl.captures import url_fields
 from recrawl.config import Config
+from recrawl.content.captures import url_fields
 
 
 def run(spark, cfg: Config, round_id: str) -> int:
@@ -19,7 +19,7 @@ def run(spark, cfg: Config, round_id: str) -> int:
     from pyspark.sql import functions as F  # lazy: pyspark
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType  # lazy: pyspark
 
-    from recrawl.tables import read, replace_round, sql_str  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import read, replace_round, sql_str  # lazy: pyspark (via recrawl.store.tables)
 
     fetches = read(spark, cfg, "fetches").where(
         f"round_id = {sql_str(round_id)} AND warc_type IS NOT NULL AND warc_file IS NOT NULL")

@@ -1,5 +1,5 @@
 """Small pieces every Spark job shares: configuration -> rule objects (SQL literals and
-time helpers are recrawl.tables' `sql_str`, `ts_lit`, `naive_utc`)."""
+time helpers are recrawl.store.tables' `sql_str`, `ts_lit`, `naive_utc`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from recrawl.config import Config, ConfigError
-from recrawl.linkfilter import LinkFilterRules
-from recrawl.urlnorm import DEFAULT_RULES, NormalizeRules
+from recrawl.content.linkfilter import LinkFilterRules
+from recrawl.content.urlnorm import DEFAULT_RULES, NormalizeRules
 
 # The configuration keys each rule object takes from its section (the rest keep their defaults).
 NORMALIZE_KEYS = ("strip_tracking_params", "strip_session_ids", "sort_query", "drop_fragment")

@@ -3,9 +3,9 @@
 Candidates are this round's parsed pages plus the latest fingerprint of every other fetched URL
 in crawldb, so a new page is compared with the whole store, not only with its own round.
   * exact: same main-text hash; one survivor per group by the configured order
-    (recrawl.survivor, Nutch's compareOrder), the others are duplicates (distance 0);
+    (recrawl.rules.survivor, Nutch's compareOrder), the others are duplicates (distance 0);
   * near: 64-bit SimHash within `dedup.max_distance`, found with the pigeonhole block join
-    (recrawl.nearjoin); one page per exact group (its survivor) takes part, so an exact
+    (recrawl.content.nearjoin); one page per exact group (its survivor) takes part, so an exact
     duplicate is never also reported as a near one ("exact beats near").
 A page is a near duplicate of the best-ranked page it is close to, if that page outranks it.
 Chains are not collapsed (as in Nutch): if A is close to B and B to C but A not to C, A points
@@ -24,12 +24,12 @@ from __future__ import annotations
 import datetime as dt
 
 from recrawl.config import Config
-from recrawl.hostdb import flag_traps
-from recrawl.joblabels import stage
-from recrawl.nearjoin import near_duplicate_pairs_df
-from recrawl.survivor import rank_key_column
-from recrawl.tables import read, replace_round, sql_str, ts_lit
-from recrawl.traps import NEAR_DUP_FLOOD, near_dup_flood_sql
+from recrawl.content.nearjoin import near_duplicate_pairs_df
+from recrawl.rules.survivor import rank_key_column
+from recrawl.rules.traps import NEAR_DUP_FLOOD, near_dup_flood_sql
+from recrawl.sparkenv.joblabels import stage
+from recrawl.store.hostdb import flag_traps
+from recrawl.store.tables import read, replace_round, sql_str, ts_lit
 
 
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
@@ -175,7 +175,7 @@ def _near(spark, cands, exact, small: bool, d):
 
 def _flag_floods(spark, cfg: Config, new_c, dups, frac: float) -> int:
     """Flag as traps the hosts whose new pages are mostly duplicates (a near-duplicate flood,
-    recrawl.traps); a re-run commits nothing. Returns the flood hosts of this round."""
+    recrawl.rules.traps); a re-run commits nothing. Returns the flood hosts of this round."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
     per_host = (

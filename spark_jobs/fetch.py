@@ -30,12 +30,12 @@ from fetcher import Fetcher, FetchItem, FetchSettings
 from fetcher.cdxj import write_index
 from fetcher.stats import step_counts
 from fetcher.storage import S3Options, Storage
-from recrawl.cluster import executor_id
 from recrawl.config import Config, ConfigError
-from recrawl.hostdb import record_fetch
-from recrawl.joblabels import stage
-from recrawl.schemas import FETCHES, HOSTS, ROBOTS
-from recrawl.tables import (
+from recrawl.sparkenv.cluster import executor_id
+from recrawl.sparkenv.joblabels import stage
+from recrawl.store.hostdb import record_fetch
+from recrawl.store.schemas import FETCHES, HOSTS, ROBOTS
+from recrawl.store.tables import (
     InsertAll,
     UpdateAll,
     merge_into,
@@ -319,7 +319,7 @@ def fetch_stats(staged) -> tuple[list[dict], list[dict]]:
     task, one `stats` record per task), for fetcher.stats.step_counts: the request statistics
     (requests, bytes, hosts and those whose robots.txt was unavailable, requests per host,
     waits, politeness violations, the slowest task's time and its politeness floor) in the
-    rounds table, which recrawl.metrics exports and recrawl.gates judges. Grouped per host
+    rounds table, which recrawl.sparkenv.metrics exports and recrawl.rules.gates judges. Grouped per host
     here, so the driver receives one small row per host."""
     from pyspark.sql import functions as F  # lazy: pyspark
 

@@ -22,12 +22,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from recrawl.config import Config, ConfigError
-from recrawl.crawldb_rules import eligible_sql, is_due_sql, may_fetch_sql, per_host_cap_sql
-from recrawl.joblabels import stage
-from recrawl.politeness import host_delay_sql
-from recrawl.schedules import change_probability_sql, discovery_slots, revisit_budget
-from recrawl.signal_trust import TrustRule, change_gain_sql, deferred_sql, signalled_changed_sql
-from recrawl.units import SECONDS_PER_DAY
+from recrawl.rules.crawldb_rules import eligible_sql, is_due_sql, may_fetch_sql, per_host_cap_sql
+from recrawl.rules.politeness import host_delay_sql
+from recrawl.rules.schedules import change_probability_sql, discovery_slots, revisit_budget
+from recrawl.rules.signal_trust import TrustRule, change_gain_sql, deferred_sql, signalled_changed_sql
+from recrawl.rules.units import SECONDS_PER_DAY
+from recrawl.sparkenv.joblabels import stage
 from spark_jobs.common import with_trust_oracle
 from spark_jobs.schedule import frontier_and_held
 from spark_jobs.topk import top_rows
@@ -116,7 +116,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     """Generate the round's fetch list in four stages: the candidates (`_candidates`), the
     budget rule (`_select`), the fill with pages not due yet (`_fill`), and the host
     partitioning and write (`_write`). Returns the step's counts."""
-    from recrawl.tables import naive_utc, read  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import naive_utc, read  # lazy: pyspark (via recrawl.store.tables)
 
     g = cfg.section("generate")
     lookahead = float(g["due_lookahead_days"])
@@ -164,13 +164,13 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 def _candidates(spark, cfg: Config, db, round_id: str, clocks: Clocks,
                 signal_requests: int) -> Candidates:
     """Stage 1: every URL an open round does not hold, joined to its host's verdicts and
-    delay; the eligible ones (recrawl.crawldb_rules.eligible_sql) ranked within their host's
+    delay; the eligible ones (recrawl.rules.crawldb_rules.eligible_sql) ranked within their host's
     cap, signalled changes (`_signal_marks`) first, then the discovery reserve of the host's
     cap, then priority."""
     from pyspark.sql import Window  # lazy: pyspark
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import read, ts_lit  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import read, ts_lit  # lazy: pyspark (via recrawl.store.tables)
 
     g, f = cfg.section("generate"), cfg.section("fetcher")
     hosts = read(spark, cfg, "hosts").select(
@@ -193,18 +193,18 @@ def _candidates(spark, cfg: Config, db, round_id: str, clocks: Clocks,
     # plus the lookahead (half a daily period by default) is served now rather than a whole
     # round late, so intervals round to the nearest round, not always up.
     is_due = F.expr(is_due_sql(ts_lit(clocks.due_by)))
-    # recrawl.politeness: NULL for a host whose Crawl-delay exceeds the cap (the fetcher defers
+    # recrawl.rules.politeness: NULL for a host whose Crawl-delay exceeds the cap (the fetcher defers
     # it, so slots given to it would only come back retry_later).
     known = known.withColumn("delay", F.expr(host_delay_sql(
         "crawl_delay", float(f["min_delay_s"]), float(f["max_crawl_delay_s"]))))
-    # recrawl.crawldb_rules.may_fetch: no back-off, not a new URL of a trap host, a delay
+    # recrawl.rules.crawldb_rules.may_fetch: no back-off, not a new URL of a trap host, a delay
     # within the cap; is_eligible adds due-ness and the signals' deferral.
     may_fetch = F.expr(may_fetch_sql(ts_lit(clocks.wall)))
     mode = _scores_mode(spark, cfg, clocks.logical)
     damping = float(cfg.get("pagerank.damping"))
     priority = F.expr(priority_sql(
         mode, ts_lit(clocks.logical), damping, float(g["staleness_cap"])))
-    # Change signals (recrawl/signal_trust.py): signalled changes first, fresh-by-signal
+    # Change signals (recrawl/rules/signal_trust.py): signalled changes first, fresh-by-signal
     # URLs of hosts whose recall is proven deferred (up to signals.defer_max_days).
     known, first, deferred_expr, sig_counts = _signal_marks(
         cfg, known, clocks.logical, F.expr(importance_sql(mode, damping)), ~may_fetch,
@@ -215,7 +215,7 @@ def _candidates(spark, cfg: Config, db, round_id: str, clocks: Clocks,
     if first is not None:
         candidates = candidates.join(F.broadcast(first.select("url")), "url", "left_anti")
     cap = F.expr(per_host_cap_sql(float(f["time_budget_s"]), "delay", int(g["max_per_host"])))
-    # Discovery share (recrawl.schedules.discovery_slots): inside each host's cap, the first
+    # Discovery share (recrawl.rules.schedules.discovery_slots): inside each host's cap, the first
     # ceil(share x cap) never-fetched URLs go before the host's revisits, so a host whose
     # revisits could fill its cap still discovers.
     share = float(g["discovery_share"])
@@ -273,7 +273,7 @@ def _select(cfg: Config, db, cands: Candidates) -> Selection:
     top_sig, n_sig = None, 0
     if cands.signal_first and top_n - reserve > 0:
         # Signalled changes are revisits: while the frontier holds URLs they take no more than
-        # the revisit policy may plan (recrawl.schedules.revisit_budget: the held pages' share
+        # the revisit policy may plan (recrawl.rules.schedules.revisit_budget: the held pages' share
         # of the known ones, at least schedule.min_revisit_share), so that on a web whose hosts
         # are all trusted the chases do not hold discovery at its reserve for weeks.
         frontier, held = frontier_and_held(db)
@@ -303,12 +303,12 @@ def _select(cfg: Config, db, cands: Candidates) -> Selection:
 def _fill(spark, cfg: Config, cands: Candidates, sel: Selection, clocks: Clocks) -> None:
     """Stage 3: fewer due URLs than the round may fetch (its budget: top_n, and no more than a
     day's fetch budget, rounds being daily): fill it with pages not due yet, best gain first
-    (recrawl.schedules, "filling the round"), within each host's remaining cap. Pages fresh
+    (recrawl.rules.schedules, "filling the round"), within each host's remaining cap. Pages fresh
     by a trusted signal are not fetched early: a round may under-spend."""
     from pyspark.sql import Window  # lazy: pyspark
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import ts_lit  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import ts_lit  # lazy: pyspark (via recrawl.store.tables)
 
     g = cfg.section("generate")
     room = (min(int(g["top_n"]), int(cfg.get("schedule.daily_budget")))
@@ -356,7 +356,7 @@ def _write(spark, cfg: Config, round_id: str, sel: Selection) -> tuple[dict[str,
     cached and disjoint (new, due, not-due fill), and every selected host has its partition."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import replace_round  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import replace_round  # lazy: pyspark (via recrawl.store.tables)
 
     loads = [(h, n * d) for h, (n, d) in sel.per_host.items()]
     assignment = pack_hosts(loads, int(cfg.get("generate.partitions")))
@@ -383,7 +383,7 @@ def _skipped(cands: Candidates, clocks: Clocks) -> tuple[int, int]:
 
 def _signal_requests(spark, cfg: Config, round_id: str) -> int:
     """Requests the round's signals step made (they count in the round's budget)."""
-    from recrawl.tables import read, sql_str  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import read, sql_str  # lazy: pyspark (via recrawl.store.tables)
 
     if not cfg.get("signals.enabled"):
         return 0
@@ -401,13 +401,13 @@ def _signal_marks(cfg: Config, known, now: dt.datetime, importance, blocked, is_
     signals.probe_per_host of every other host's (the verification fetches trust is learned
     from), with priority = importance x gain. `deferred`: SQL, true for pages that a host with
     proven recall lists as not changed since our copy, read this round, fetched within
-    signals.defer_max_days (recrawl.signal_trust.is_deferred): not due, and not used to fill
+    signals.defer_max_days (recrawl.rules.signal_trust.is_deferred): not due, and not used to fill
     the round.
     """
     from pyspark.sql import Window  # lazy: pyspark
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import ts_lit  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import ts_lit  # lazy: pyspark (via recrawl.store.tables)
 
     sig = cfg.section("signals")
     if not sig["enabled"]:
@@ -460,7 +460,7 @@ def live_marks(spark, cfg: Config, round_id: str, expiry: dt.datetime):
     The generation marks live in `fetch_list` + `rounds`, not in crawldb: writing a mark into
     crawldb was a MERGE of the whole round, which rewrote every crawldb file (docs/scale.md).
     """
-    from recrawl.tables import (  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import (  # lazy: pyspark (via recrawl.store.tables)
         all_rows,
         local_rows_supported,
         naive_utc,
@@ -491,7 +491,7 @@ def _scores_mode(spark, cfg: Config, now: dt.datetime) -> str:
     """"pagerank" priorities when scores exist and are recent enough, else "bfs"."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import read  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import read  # lazy: pyspark (via recrawl.store.tables)
 
     latest = read(spark, cfg, "scores").agg(F.max("computed_at")).first()[0]
     max_age = dt.timedelta(days=cfg.get("generate.max_score_age_days"))

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from recrawl.config import Config
-from recrawl.crawldb import insert_new
-from recrawl.crawldb_rules import new_url_values
-from recrawl.rounds import BadInput
-from recrawl.schemas import CRAWLDB
-from recrawl.tables import conform, naive_utc, read
-from recrawl.urlnorm import NormalizeRules, host_key, try_normalize
+from recrawl.content.urlnorm import NormalizeRules, host_key, try_normalize
+from recrawl.rules.crawldb_rules import new_url_values
+from recrawl.rules.rounds import BadInput
+from recrawl.store.crawldb import insert_new
+from recrawl.store.schemas import CRAWLDB
+from recrawl.store.tables import conform, naive_utc, read
 from spark_jobs.common import norm_rules
 
 

@@ -24,7 +24,7 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 
 from recrawl.config import Config
-from recrawl.rounds import BadInput
+from recrawl.rules.rounds import BadInput
 
 STEPS = ("warc", "optimize", "vacuum")
 MIN_RETAIN_HOURS = 168.0
@@ -117,7 +117,7 @@ def _count_files(spark, directory: str) -> int:
 
 
 def _warc_retention(spark, cfg: Config, logical: dt.datetime, days: float) -> dict[str, int]:
-    from recrawl.tables import read, sql_str, update_where  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import read, sql_str, update_where  # lazy: pyspark (via recrawl.store.tables)
 
     cutoff = (logical - dt.timedelta(days=days)).date()
     round_dates = {r["round_id"]: r["logical_date"]
@@ -142,8 +142,8 @@ def _warc_retention(spark, cfg: Config, logical: dt.datetime, days: float) -> di
 
 
 def _optimize(spark, cfg: Config, names: Sequence[str] | None) -> dict[str, int]:
-    from recrawl.schemas import TABLES  # lazy: pyspark (via recrawl.schemas)
-    from recrawl.tables import delta_table, table_exists  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.schemas import TABLES  # lazy: pyspark (via recrawl.store.schemas)
+    from recrawl.store.tables import delta_table, table_exists  # lazy: pyspark (via recrawl.store.tables)
 
     added = removed = tables = 0
     for name in names or TABLES:
@@ -160,8 +160,8 @@ def _optimize(spark, cfg: Config, names: Sequence[str] | None) -> dict[str, int]
 
 
 def _vacuum(spark, cfg: Config, retain_hours: float, names: Sequence[str] | None) -> dict[str, int]:
-    from recrawl.schemas import TABLES  # lazy: pyspark (via recrawl.schemas)
-    from recrawl.tables import delta_table, table_exists  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.schemas import TABLES  # lazy: pyspark (via recrawl.store.schemas)
+    from recrawl.store.tables import delta_table, table_exists  # lazy: pyspark (via recrawl.store.tables)
 
     tables = 0
     for name in names or TABLES:

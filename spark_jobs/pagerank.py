@@ -2,7 +2,7 @@
 
 The graph is the latest outlinks of each page (`links` keeps only those), with self-links and
 duplicate edges removed and duplicates collapsed onto their survivor. Vertices get integer ids
-for the iteration (recrawl.graph). Results: `scores` (replaced), `crawldb.score` for every
+for the iteration (recrawl.graph.pagerank). Results: `scores` (replaced), `crawldb.score` for every
 ranked URL, `crawldb.inlink_score` (Σ rank/out-degree over known in-links — the estimate
 generate uses for URLs not ranked yet), and `hosts.host_rank` (PageRank of the host graph,
 edges weighted by link count).
@@ -14,12 +14,12 @@ from __future__ import annotations
 import datetime as dt
 
 from recrawl.config import Config
-from recrawl.crawldb import set_scores
-from recrawl.graph import pagerank, strongly_connected_components, weakly_connected_components
-from recrawl.hostdb import set_ranks
-from recrawl.joblabels import stage
-from recrawl.tables import overwrite, read
-from recrawl.urlnorm import host_key_or_none
+from recrawl.content.urlnorm import host_key_or_none
+from recrawl.graph.pagerank import pagerank, strongly_connected_components, weakly_connected_components
+from recrawl.sparkenv.joblabels import stage
+from recrawl.store.crawldb import set_scores
+from recrawl.store.hostdb import set_ranks
+from recrawl.store.tables import overwrite, read
 
 
 def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:

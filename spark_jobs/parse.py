@@ -14,14 +14,14 @@ import datetime as dt
 from collections.abc import Iterable, Iterator
 from io import BytesIO
 
-from recrawl.captures import sniff_mime
 from recrawl.config import Config
-from recrawl.extract import extractor
-from recrawl.joblabels import stage
-from recrawl.linkfilter import filter_reason
-from recrawl.parsing import MAX_EXTRACT_MS, parse_html
-from recrawl.sitemaps import is_sitemap, sitemap_locs
-from recrawl.urlnorm import host_key_or_none, try_normalize
+from recrawl.content.captures import sniff_mime
+from recrawl.content.extract import extractor
+from recrawl.content.linkfilter import filter_reason
+from recrawl.content.parsing import MAX_EXTRACT_MS, parse_html
+from recrawl.content.sitemaps import is_sitemap, sitemap_locs
+from recrawl.content.urlnorm import host_key_or_none, try_normalize
+from recrawl.sparkenv.joblabels import stage
 from spark_jobs import captures
 from spark_jobs.common import filter_rules, norm_rules
 
@@ -66,7 +66,7 @@ def read_payload(warc_file: str, offset: int, max_bytes: int, *, length: int | N
 def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
     """Parse one partition's fetched rows; yields `pages` rows with nested outlinks."""
     from fetcher.storage import Storage  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
-    from recrawl.fingerprint import simhash64, text_hash  # lazy: heavy (simhash, numpy)
+    from recrawl.content.fingerprint import simhash64, text_hash  # lazy: heavy (simhash, numpy)
 
     storage = Storage(opts.get("s3"))
     for r in sorted(rows, key=lambda x: (x["warc_file"] or "", x["warc_offset"] or 0)):
@@ -119,8 +119,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from pyspark.sql.types import StructField, StructType  # lazy: pyspark
 
     from fetcher.storage import S3Options  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
-    from recrawl.schemas import PAGES  # lazy: pyspark (via recrawl.schemas)
-    from recrawl.tables import read, replace_round, sql_str  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.schemas import PAGES  # lazy: pyspark (via recrawl.store.schemas)
+    from recrawl.store.tables import read, replace_round, sql_str  # lazy: pyspark (via recrawl.store.tables)
 
     p = cfg.section("parse")
     opts = {
@@ -196,7 +196,12 @@ def write_latest_outlinks(spark, cfg: Config, round_id: str, parsed_urls, links)
     parsed now (`parsed_urls`, a `url` column), then replace the round's partition."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
-    from recrawl.tables import Delete, merge_into, replace_round, sql_str  # lazy: pyspark (via recrawl.tables)
+    from recrawl.store.tables import (  # lazy: pyspark (via recrawl.store.tables)
+        Delete,
+        merge_into,
+        replace_round,
+        sql_str,
+    )
 
     srcs = parsed_urls.select(F.col("url").alias("src_url")).distinct()
     merge_into(spark, cfg, "links", srcs, f"t.src_url = s.src_url AND t.round_id != {sql_str(round_id)}",

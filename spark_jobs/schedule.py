@@ -4,24 +4,24 @@ Nutch's FetchSchedule applied as a job (docs/design.md step 7). Rows it schedule
 this round's updatedb fetched successfully (`last_round` = the round, `last_fetch_time` = the
 round's logical time, status fetched or duplicate) and that this step has not scheduled yet
 (`scheduled_round` != the round). For each:
-  change_rate      = recrawl.changerate.estimate_from_history(change_history, prior)
-  interval         = the `schedule.policy` (recrawl.schedules) within min/max_interval_days
+  change_rate      = recrawl.rules.changerate.estimate_from_history(change_history, prior)
+  interval         = the `schedule.policy` (recrawl.rules.schedules) within min/max_interval_days
   next_fetch_time  = logical date + interval, fetch_interval_s = interval,
   scheduled_round  = the round
 in one MERGE. Every other row is left alone: updatedb already set the retry times of failures,
 redirects and gone pages, and the intervals of pages fetched in earlier rounds stand.
 
 The `optimal` policy shares `schedule.daily_budget`, less the discovery reserve while the
-frontier holds never-fetched URLs (recrawl.schedules.revisit_budget), over every fetched page,
+frontier holds never-fetched URLs (recrawl.rules.schedules.revisit_budget), over every fetched page,
 not only the round's: the driver solves the Lagrange multiplier mu on a (rate x weight) histogram of all
 `fetched` pages (a few thousand rows whatever the crawl size), and each scheduled page then gets
 its interval from mu in a UDF (mu travels in the UDF's closure: one float, the same as a
-broadcast). Duplicates are never generated again (recrawl.crawldb_rules.DUE_STATUSES), so they
+broadcast). Duplicates are never generated again (recrawl.rules.crawldb_rules.DUE_STATUSES), so they
 take no share of the budget. Rates of pages outside the round are their stored estimates.
 
 Weights are PageRank scores normalized to mean 1 over the scored pages (our PageRank sums to 1,
 GraphX's to N: dividing by the mean makes both mean 1), so an unscored page, weight 1.0, counts
-as an average page, as recrawl.schedules assumes.
+as an average page, as recrawl.rules.schedules assumes.
 
 Idempotent: a re-run finds no row left to schedule and commits nothing.
 """
@@ -36,7 +36,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from recrawl.changerate import (
+from recrawl.config import Config
+from recrawl.rules.changerate import (
     GammaPrior,
     estimate_from_history,
     history_arrays,
@@ -45,11 +46,8 @@ from recrawl.changerate import (
     lm_rate,
     lm_rate_sql,
 )
-from recrawl.config import Config
-from recrawl.crawldb import set_rates, set_schedule
-from recrawl.crawldb_rules import SCHEDULED_STATUSES, sql_list
-from recrawl.joblabels import stage
-from recrawl.schedules import (
+from recrawl.rules.crawldb_rules import SCHEDULED_STATUSES, sql_list
+from recrawl.rules.schedules import (
     SECONDS_PER_DAY,
     ChangeRateOptimalSchedule,
     PageState,
@@ -58,14 +56,16 @@ from recrawl.schedules import (
     make_schedule,
     revisit_budget,
 )
-from recrawl.signal_trust import change_gain_sql, policy_budget, signalled_changed_sql
-from recrawl.tables import read, sql_str, table_exists, ts_lit
+from recrawl.rules.signal_trust import change_gain_sql, policy_budget, signalled_changed_sql
+from recrawl.sparkenv.joblabels import stage
+from recrawl.store.crawldb import set_rates, set_schedule
+from recrawl.store.tables import read, sql_str, table_exists, ts_lit
 from spark_jobs.common import with_trust_oracle
 
 POLICY_CODES = {"fixed": 0, "adaptive": 1, "optimal": 2}
 # Only fetched pages are generated again; they are the ones that share the daily budget.
 BUDGET_STATUSES = ("fetched",)
-# Histogram resolution for mu (recrawl.allocation.rate_weight_bucket): factor 1.33 per step.
+# Histogram resolution for mu (recrawl.rules.allocation.rate_weight_bucket): factor 1.33 per step.
 PER_DECADE = 8
 
 
@@ -78,7 +78,7 @@ def build_policy(section: Mapping[str, Any]):
 
 
 def bucket_sql(rate: str, weight: str, per_decade: int = PER_DECADE) -> str:
-    """Spark SQL of recrawl.allocation.rate_weight_bucket over two numeric columns."""
+    """Spark SQL of recrawl.rules.allocation.rate_weight_bucket over two numeric columns."""
 
     def step(x: str) -> str:
         return (
@@ -164,7 +164,7 @@ def _allocate(cfg: Config, db, policy: ChangeRateOptimalSchedule, todo_cond: str
 
     sch, sig = cfg.section("schedule"), cfg.section("signals")
     # Discovery takes its share of the budget first while the frontier holds URLs
-    # (recrawl.schedules.revisit_budget; generate reserves the same slots).
+    # (recrawl.rules.schedules.revisit_budget; generate reserves the same slots).
     pop = db.where(f"status IN ({sql_list(BUDGET_STATUSES)}) AND last_fetch_time IS NOT NULL")
     frontier, held = frontier_and_held(db)
     budget = revisit_budget(
@@ -174,7 +174,7 @@ def _allocate(cfg: Config, db, policy: ChangeRateOptimalSchedule, todo_cond: str
     # Pages a host with proven signals lists are fetched when their signal moves (and once
     # per signals.defer_max_days to verify), not by the policy: they leave the allocation
     # and take their expected fetches off its budget, down to the others' share of it
-    # (recrawl.signal_trust.policy_budget).
+    # (recrawl.rules.signal_trust.policy_budget).
     if sig["enabled"]:
         rate = f"coalesce(change_rate, {float(sch['prior_mean'])!r})"
         chase = (f"CASE WHEN signal_followed AND {change_gain_sql(rate)} >= "
@@ -295,7 +295,7 @@ def _requote_followed(spark, cfg: Config, db, todo_cond: str, now_sql: str, rate
     Only rates that moved by more than `min_change` (relative) are written. Returns how many.
 
     `rate_sql` is `page_rate`'s last-modified branch in SQL over an `exposure` column
-    (recrawl.changerate.lm_rate_sql): this pass covers every followed page every round, too
+    (recrawl.rules.changerate.lm_rate_sql): this pass covers every followed page every round, too
     many rows for a Python worker at scale. The benchmarks' `oracle` rates win where given."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
@@ -330,7 +330,7 @@ def _requote_followed(spark, cfg: Config, db, todo_cond: str, now_sql: str, rate
 
 def frontier_and_held(db) -> tuple[int, int]:
     """(never-fetched URLs, held pages) of a crawldb DataFrame: the sizes the revisit budget
-    (recrawl.schedules.revisit_budget) splits the day's fetches by, in schedule and generate."""
+    (recrawl.rules.schedules.revisit_budget) splits the day's fetches by, in schedule and generate."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
     statuses = sql_list(BUDGET_STATUSES)

@@ -9,7 +9,7 @@ what the signals say when it starts (a change published before the round is fetc
    `<link rel="alternate">` outlinks of kind `feed`. A source is read again
    `signals.read_interval_days` after its last read, at most `signals.max_sources_per_host` a
    host per round; seldom when it lists no dates, its host's signals proved wrong, or it is the
-   feed of a host whose dated sitemap proved its recall (recrawl.signal_trust.next_read_at).
+   feed of a host whose dated sitemap proved its recall (recrawl.rules.signal_trust.next_read_at).
 2. Reading: the fetcher core inside Spark `mapPartitions`, exactly as the fetch step runs it:
    one queue per host, robots.txt obeyed, the host's delay between requests, conditional GET
    with the stored ETag / Last-Modified (a 304 costs the site an empty answer). Captures go to
@@ -18,7 +18,7 @@ what the signals say when it starts (a change published before the round is fetc
    moments ago (spark_jobs.fetch.recent_fetch).
 3. Entries: each answer's listed URLs (normalized, same host as the source only: a sitemap may
    not speak for other sites) with their dates. crawldb keeps each URL's newest date
-   (`signal_time`, `signal_precision_s`, `signal_kind`, `signal_read_at`; recrawl.crawldb
+   (`signal_time`, `signal_precision_s`, `signal_kind`, `signal_read_at`; recrawl.store.crawldb
    set_signals); listed URLs crawldb lacks enter the frontier as unfetched, depth 0, as a
    sitemap's URLs always have. hosts.signals_read_at says the host's sources answered.
 
@@ -36,13 +36,13 @@ from collections.abc import Iterable, Iterator
 from fetcher.cdxj import INDEX_NAME, write_index
 from fetcher.storage import S3Options, Storage
 from recrawl.config import Config
-from recrawl.crawldb import set_signals
-from recrawl.hostdb import record_signal_reads
-from recrawl.joblabels import stage
-from recrawl.schemas import SIGNAL_SOURCES
-from recrawl.signal_trust import TrustRule, next_read_at
-from recrawl.tables import Insert, Update, merge_into, naive_utc, read, sql_str, ts_lit
-from recrawl.urlnorm import host_key_or_none, try_normalize
+from recrawl.content.urlnorm import host_key_or_none, try_normalize
+from recrawl.rules.signal_trust import TrustRule, next_read_at
+from recrawl.sparkenv.joblabels import stage
+from recrawl.store.crawldb import set_signals
+from recrawl.store.hostdb import record_signal_reads
+from recrawl.store.schemas import SIGNAL_SOURCES
+from recrawl.store.tables import Insert, Update, merge_into, naive_utc, read, sql_str, ts_lit
 from spark_jobs.common import norm_rules, with_trust_oracle
 from spark_jobs.fetch import (
     check_no_speculation,
@@ -62,7 +62,7 @@ FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/rdf+xm
 def entries_of(body: bytes, ctype: str | None, base_url: str, limit: int) -> tuple[
         list[tuple[str, dt.datetime | None, int]], list[str]]:
     """([(url, time or None, precision_s)], [child sitemap URLs]) of one source's answer."""
-    from recrawl import feeds, sitemaps  # lazy: feedparser
+    from recrawl.content import feeds, sitemaps  # lazy: feedparser
 
     if sitemaps.is_sitemap(body, ctype):
         rows = sitemaps.sitemap_entries(body, limit)

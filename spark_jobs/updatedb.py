@@ -1,7 +1,7 @@
 """updatedb: MERGE the round's fetch results and newly found links into crawldb.
 
 This job builds the MERGE's source (the round's fetches with their parse and dedup verdicts,
-and the URLs its links, redirects and sitemaps point to); recrawl/crawldb.py, crawldb's owner,
+and the URLs its links, redirects and sitemaps point to); recrawl/store/crawldb.py, crawldb's owner,
 writes it (`apply_round`), with the transitions of recrawl/crawldb_rules.next_status:
   fetched                  -> fetched (or duplicate when dedup marked it), retries reset
   not_modified             -> fetched (no change recorded)
@@ -15,7 +15,7 @@ writes it (`apply_round`), with the transitions of recrawl/crawldb_rules.next_st
 Change detection happens in that MERGE because only it sees the old and new fingerprints side by
 side; the rule itself (a 304, the same payload, or a SimHash within
 `updatedb.trivial_change_distance` of the old one is no change) and the history window live in
-recrawl/crawldb_rules.py.
+recrawl/rules/crawldb_rules.py.
 Idempotency: each row remembers the last round applied to it (`last_round`); re-running the
 step for a round skips rows that already carry it, and inserts only URLs that are absent.
 Depth is the shortest known path from a seed (min over in-links + 1).
@@ -26,21 +26,21 @@ from __future__ import annotations
 import datetime as dt
 
 from recrawl.config import Config
-from recrawl.crawldb import apply_round, mark_traps, park_poison
-from recrawl.crawldb_rules import ChangeColumns, meaningful_change_sql
-from recrawl.hostdb import record_counts, record_signal_checks
-from recrawl.joblabels import stage
-from recrawl.linkfilter import keep
-from recrawl.signal_trust import (
+from recrawl.content.linkfilter import keep
+from recrawl.content.urlnorm import host_key_or_none, try_normalize
+from recrawl.rules.crawldb_rules import ChangeColumns, meaningful_change_sql
+from recrawl.rules.signal_trust import (
     TrustRule,
     check_outcome_sql,
     http_date_sql,
     is_future_sql,
     signalled_changed_sql,
 )
-from recrawl.tables import naive_utc, read, sql_str, ts_lit
-from recrawl.traps import host_trap_reason_sql, url_shape_sql
-from recrawl.urlnorm import host_key_or_none, try_normalize
+from recrawl.rules.traps import host_trap_reason_sql, url_shape_sql
+from recrawl.sparkenv.joblabels import stage
+from recrawl.store.crawldb import apply_round, mark_traps, park_poison
+from recrawl.store.hostdb import record_counts, record_signal_checks
+from recrawl.store.tables import naive_utc, read, sql_str, ts_lit
 from spark_jobs.common import filter_rules, norm_rules
 
 
@@ -168,9 +168,9 @@ def _targets(spark, cfg: Config, rid: str, fetches):
 
 def _check_signals(spark, cfg: Config, src, now: dt.datetime) -> dict[str, int]:
     """Each successful revisit checks its host's change signals against what the crawler saw
-    (recrawl/signal_trust.py): per host, this round's true / false positives and negatives and
+    (recrawl/rules/signal_trust.py): per host, this round's true / false positives and negatives and
     whether Last-Modified moved with the content, folded into the decayed counts and trust
-    verdicts of `hosts` (recrawl.hostdb.record_signal_checks). Returns the round's totals."""
+    verdicts of `hosts` (recrawl.store.hostdb.record_signal_checks). Returns the round's totals."""
     from pyspark.sql import functions as F  # lazy: pyspark
 
 

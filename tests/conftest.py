@@ -18,7 +18,7 @@ def make_config(home, **overrides):
 
 @pytest.fixture(scope="session")
 def spark():
-    from recrawl.spark import get_spark
+    from recrawl.sparkenv.spark import get_spark
 
     cfg = load_config(environ={}).with_overrides({"spark.shuffle_partitions": 2})
     session = get_spark(cfg, app_name="recrawl-tests")

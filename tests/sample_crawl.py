@@ -12,9 +12,9 @@ import datetime as dt
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
-from recrawl.analytics import write_reference_rates
-from recrawl.captures import url_fields
+from analyst.analytics import write_reference_rates
 from recrawl.config import Config, load_config
+from recrawl.content.captures import url_fields
 
 UTC = dt.UTC
 ROUNDS = [("20261101", dt.date(2026, 11, 1)), ("20261102", dt.date(2026, 11, 2)),
@@ -227,7 +227,7 @@ def config_for(home) -> Config:
 
 
 def _append(spark, cfg: Config, name: str, rows: list[dict]) -> None:
-    from recrawl.schemas import TABLES
+    from recrawl.store.schemas import TABLES
 
     schema = TABLES[name].schema
     data = [tuple(r.get(f.name) for f in schema.fields) for r in rows]
@@ -394,7 +394,7 @@ def _step_timing(rnd: int) -> dict:
 
 def build(spark, home) -> Config:
     """Create every table with `init_tables` and append the sample rows."""
-    from recrawl.tables import init_tables
+    from recrawl.store.tables import init_tables
 
     cfg = config_for(home)
     init_tables(spark, cfg)

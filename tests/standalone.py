@@ -2,7 +2,7 @@
 `bin/spark-class`, each its own process group, work folder and current directory, in a bare
 environment (PATH=/usr/bin:/bin, no PYSPARK_PYTHON, no PYTHONPATH) in which the project cannot
 be imported -- what a worker machine has. Executors get the project's dependencies from the
-environment archive and its code from the zip the driver ships (recrawl/cluster.py).
+environment archive and its code from the zip the driver ships (recrawl/sparkenv/cluster.py).
 
 Used by tests/spark_jobs/test_cluster.py (the crawl and an executor kill, tables on s3a://) and
 tests/dags/test_scheduler.py (Airflow's tasks submitting to the cluster).

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("recrawl", "fetcher", "spark_jobs", "app", "dags", "simweb")
+PACKAGES = ("recrawl", "analyst", "fetcher", "spark_jobs", "app", "dags", "simweb")
 # Dependencies too slow to import (> ~50 ms) or optional: importing one inside a function needs
 # no comment (one is still welcome).
 HEAVY = frozenset({
@@ -83,19 +83,19 @@ def test_function_imports_are_heavy_or_say_why(package):
 
 
 @pytest.mark.parametrize(("snippet", "flagged"), [
-    ("def f():\n    from recrawl.tables import sql_str\n", [2]),
+    ("def f():\n    from recrawl.store.tables import sql_str\n", [2]),
     ("def f():\n    import json\n", [2]),
     ("async def f():\n    from . import x\n", [2]),
     ("def f():\n    def g():\n        import re\n", [3]),
     ("def f():\n    from pyspark.sql import functions as F\n    import delta.tables\n", []),
     ("def f():\n    from pyspark.sql import Row, functions\n    from recrawl import x\n", [3]),
     ("def f():\n    import pandas, recrawl.x\n", [2]),  # one light module is enough
-    ("def f():\n    from recrawl import spark  # lazy: cycle with recrawl.spark\n", []),
-    ("def f():\n    # lazy: pyspark (via recrawl.tables)\n    from recrawl.tables import read\n", []),
-    ("def f():\n    # lazy: keeps the CLI fast,\n    # a second line\n    import recrawl.spark\n", []),
-    ("def f():\n    from recrawl.tables import (  # lazy: pyspark\n        read,\n    )\n", []),
-    ("def f():\n    from recrawl.tables import (\n        read,  # lazy: pyspark\n    )\n", [2]),
-    ("def f():\n    # lazy: pyspark\n\n    from recrawl.tables import read\n", [4]),
+    ("def f():\n    from recrawl import spark  # lazy: cycle with recrawl.sparkenv.spark\n", []),
+    ("def f():\n    # lazy: pyspark (via recrawl.store.tables)\n    from recrawl.store.tables import read\n", []),
+    ("def f():\n    # lazy: keeps the CLI fast,\n    # a second line\n    import recrawl.sparkenv.spark\n", []),
+    ("def f():\n    from recrawl.store.tables import (  # lazy: pyspark\n        read,\n    )\n", []),
+    ("def f():\n    from recrawl.store.tables import (\n        read,  # lazy: pyspark\n    )\n", [2]),
+    ("def f():\n    # lazy: pyspark\n\n    from recrawl.store.tables import read\n", [4]),
     ("def f():\n    x = 1  # lazy: not about the import\n    import recrawl.x\n", [3]),
     ("def f():\n    # why not at the top? nobody said\n    import recrawl.x\n", [3]),
     ("def f():\n    s = '# lazy: in a string'; import recrawl.x\n", [2]),

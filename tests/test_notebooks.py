@@ -2,7 +2,7 @@
 
 Each notebook is executed by nbclient in a fresh kernel with `RECRAWL_CRAWL__HOME` pointing at
 the synthetic crawl of tests/sample_crawl.py, as an analyst's Jupyter would run it; a cell that
-raises fails the test. The notebooks hold no queries of their own (recrawl.analytics does), so
+raises fails the test. The notebooks hold no queries of their own (analyst.analytics does), so
 this checks the wiring and that every plot renders.
 """
 
@@ -42,7 +42,7 @@ def test_notebooks_are_stored_without_outputs():
         nbformat.validate(nb)
         code = [c for c in nb.cells if c.cell_type == "code"]
         assert code and all(not c.outputs and c.execution_count is None for c in code), path.name
-        # no logic of their own: data comes from recrawl.analytics / fastsql only
+        # no logic of their own: data comes from analyst.analytics / fastsql only
         source = "\n".join(c.source for c in code)
         assert "SELECT" not in source.upper().replace("SELECTED", ""), path.name
 

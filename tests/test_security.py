@@ -35,7 +35,7 @@ def test_sql_built_from_strings_only_quotes_escaped_values():
 
 
 def test_sql_str_escapes_quotes_and_backslashes():
-    from recrawl.tables import sql_str
+    from recrawl.store.tables import sql_str
 
     assert sql_str("a'b\\c") == "'a\\'b\\\\c'"
 

@@ -1,5 +1,5 @@
 """One owner per table: every write names its table and comes from the module
-recrawl.schemas.TABLES declares as its writer, and only recrawl/tables.py touches Delta's API
+recrawl.store.schemas.TABLES declares as its writer, and only recrawl/store/tables.py touches Delta's API
 (docs/architecture.md, "Writers per table"). Read from the source, every call site."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from recrawl.schemas import HOUSEKEEPING, TABLES
+from recrawl.store.schemas import HOUSEKEEPING, TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("recrawl", "fetcher", "spark_jobs", "app", "dags")
-TABLE_API = "recrawl.tables"
+PACKAGES = ("recrawl", "analyst", "fetcher", "spark_jobs", "app", "dags")
+TABLE_API = "recrawl.store.tables"
 # write function -> index of the table name among its positional arguments
 WRITES = {"merge_into": 2, "update_where": 2, "replace_round": 2, "overwrite": 2,
           "replace_rows": 1}
@@ -91,7 +91,7 @@ def test_the_check_sees_a_second_writer(tmp_path):
     for package in PACKAGES:
         (tmp_path / package).mkdir()
     (tmp_path / "spark_jobs" / "rogue.py").write_text(
-        "from recrawl.tables import merge_into, Update\n"
+        "from recrawl.store.tables import merge_into, Update\n"
         "def run(spark, cfg, df):\n"
         "    merge_into(spark, cfg, 'crawldb', df, 't.url = s.url', Update({'score': '1'}))\n"
         "    from delta.tables import DeltaTable\n"
@@ -99,7 +99,7 @@ def test_the_check_sees_a_second_writer(tmp_path):
     )
     bad, writers = _findings(tmp_path)
     assert sorted(bad) == [
-        "spark_jobs/rogue.py:3 writes crawldb, owned by recrawl.crawldb",
+        "spark_jobs/rogue.py:3 writes crawldb, owned by recrawl.store.crawldb",
         "spark_jobs/rogue.py:4 imports delta.tables",
         "spark_jobs/rogue.py:5 reads or writes Delta directly",
     ]

@@ -17,7 +17,7 @@ def run(args, home, **env):
 
 @pytest.mark.spark
 def test_init_twice_then_sql_lists_every_table(tmp_path):
-    from recrawl.schemas import TABLES
+    from recrawl.store.schemas import TABLES
 
     first = run(["init"], tmp_path)
     assert first.returncode == 0, first.stderr
@@ -102,7 +102,7 @@ def test_round_check_and_help_load_no_pyspark(tmp_path):
     pa = pytest.importorskip("pyarrow")
     deltalake = pytest.importorskip("deltalake")
     from recrawl.config import load_config
-    from recrawl.rounds import STEPS
+    from recrawl.rules.rounds import STEPS
 
     cfg = load_config(environ={}).with_overrides({"crawl.home": str(tmp_path / "home")}, "test")
     deltalake.write_deltalake(cfg.table_path("rounds"), pa.table({

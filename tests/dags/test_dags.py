@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from recrawl.rounds import STEPS  # the one step list: the DAG's copy must wire the same order
+from recrawl.rules.rounds import STEPS  # the one step list: the DAG's copy must wire the same order
 
 ROOT = Path(__file__).resolve().parents[2]
 

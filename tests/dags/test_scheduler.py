@@ -169,7 +169,7 @@ def scenario(deployment):
 
 def _delta_commits(cfg) -> dict[str, int]:
     """Commit files in every table's _delta_log: a step that wrote anything added one."""
-    from recrawl.schemas import TABLES
+    from recrawl.store.schemas import TABLES
 
     return {t: len(list(Path(cfg.table_path(t), "_delta_log").glob("*.json"))) for t in TABLES}
 

@@ -290,7 +290,7 @@ def test_redirect_targets_are_normalized_with_the_crawls_rules(tmp_path, raw_ser
     # [urlnorm] reaches inject, parse and updatedb; a redirect target must be the same URL
     # they would make of it, not the default rules' (a crawl that keeps tracking parameters
     # would otherwise record a target its crawldb never names)
-    from recrawl.urlnorm import NormalizeRules
+    from recrawl.content.urlnorm import NormalizeRules
 
     pages = {}
     srv = raw_server(robots_then(pages), clock)
@@ -396,7 +396,7 @@ def test_gzip_level_is_configurable(tmp_path, raw_server, gzip_level):
 
 
 def test_client_measures_gaps_and_counts_a_request_sooner_than_the_hosts_delay():
-    # The politeness gate's evidence (recrawl.gates.politeness): every gap from a response's
+    # The politeness gate's evidence (recrawl.rules.gates.politeness): every gap from a response's
     # end to the host's next request, judged by the host's delay at that time. The scheduler
     # never lets a gap be short, so the measure is checked on exchanges made up here.
     from fetcher.client import Client

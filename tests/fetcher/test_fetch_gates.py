@@ -1,6 +1,6 @@
-"""Each fetch health gate (recrawl.gates) fires on a simulated web made to trip it, and passes
+"""Each fetch health gate (recrawl.rules.gates) fires on a simulated web made to trip it, and passes
 on the web once fixed: the real fetcher core (no Spark) over simweb, its outcome counted by
-the function the Spark step counts with (fetcher.stats), judged by recrawl.gates.check.
+the function the Spark step counts with (fetcher.stats), judged by recrawl.rules.gates.check.
 
 The web is six normal sites; simweb.faults breaks chosen hosts for one test. Gate thresholds
 are the defaults except the throughput gate's, scaled from a 5-minute task to a seconds-long
@@ -17,8 +17,8 @@ import fetcher.run
 from fetcher import Fetcher, FetchItem
 from fetcher.client import Client
 from fetcher.stats import outcome_counts
-from recrawl import gates
 from recrawl.config import load_config
+from recrawl.rules import gates
 from simweb import Fault, SimWeb, audit
 from tests.fetcher.conftest import local_settings
 

@@ -1,4 +1,4 @@
-"""The freshness-optimal allocation's mathematics (recrawl/allocation.py); the policy built on
+"""The freshness-optimal allocation's mathematics (recrawl/rules/allocation.py); the policy built on
 it is tested in test_schedules.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from recrawl.allocation import (
+from recrawl.rules.allocation import (
     bucket_center,
     freshness,
     h_inverse,

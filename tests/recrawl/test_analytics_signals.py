@@ -1,4 +1,4 @@
-"""recrawl.analytics on change signals: per-host trust, fetch reasons, freshness by signal class.
+"""analyst.analytics on change signals: per-host trust, fetch reasons, freshness by signal class.
 
 Numbers are worked out by hand from tests/sample_crawl.py (EXPECTED); tables made before
 change signals (no signal columns, no signal_sources) give empty answers and a report.
@@ -10,7 +10,7 @@ import datetime as dt
 
 import pytest
 
-from recrawl import analytics, fastsql, report
+from analyst import analytics, fastsql, report
 from tests.sample_crawl import EXPECTED, SIGNALS, config_for, sample_home
 
 
@@ -45,9 +45,9 @@ def test_signal_trust_per_host_by_hand(con):
 
 @pytest.mark.spark
 def test_changed_since_fetch_is_the_crawlers_rule(con):
-    """The count per host is recrawl.signal_trust.signalled_changed over crawldb, the rule
+    """The count per host is recrawl.rules.signal_trust.signalled_changed over crawldb, the rule
     updatedb and generate apply; a wider tolerance lets A/2's date two days ahead count."""
-    from recrawl.signal_trust import signalled_changed
+    from recrawl.rules.signal_trust import signalled_changed
 
     as_of = dt.datetime(2026, 11, 3, tzinfo=dt.UTC)
     last = {u: t for u, t in con.execute(
@@ -113,7 +113,7 @@ def _bars(html: str, chart_id: str) -> list[dict]:
 # ---------------------------------------------------------------- tables without signals
 
 def _arrow(dtype):
-    """A pyspark type of recrawl.schemas as a pyarrow type (as delta-rs reads Spark's tables)."""
+    """A pyspark type of recrawl.store.schemas as a pyarrow type (as delta-rs reads Spark's tables)."""
     import pyarrow as pa
     from pyspark.sql import types as T
 
@@ -130,13 +130,13 @@ def _arrow(dtype):
 
 
 def _old_home(tmp_path):
-    """A crawl home whose tables predate change signals: every table of recrawl.schemas but
+    """A crawl home whose tables predate change signals: every table of recrawl.store.schemas but
     signal_sources, without the signal columns (crawldb's and hosts' signal_* / lm_*,
     fetch_list.reason), a few rows; written with delta-rs, no JVM."""
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from recrawl.schemas import TABLES
+    from recrawl.store.schemas import TABLES
 
     cfg = config_for(tmp_path / "old")
     t = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
@@ -203,6 +203,6 @@ def test_signal_columns_without_signal_sources_or_reasons(tmp_path):
 
 
 def test_fetch_reasons_match_the_schema():
-    from recrawl.schemas import FETCH_REASONS
+    from recrawl.store.schemas import FETCH_REASONS
 
     assert analytics.FETCH_REASONS == FETCH_REASONS

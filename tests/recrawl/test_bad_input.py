@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from recrawl.rounds import BadInput
+from recrawl.rules.rounds import BadInput
 
 CRAWLER = [sys.executable, "-m", "app.cli"]
 
@@ -43,7 +43,7 @@ def test_a_seed_file_without_one_valid_url_is_refused_before_spark_starts(tmp_pa
 
 
 def test_check_seeds_accepts_files_with_some_invalid_lines(tmp_path):
-    from recrawl.urlnorm import DEFAULT_RULES
+    from recrawl.content.urlnorm import DEFAULT_RULES
     from spark_jobs.common import norm_rules  # noqa: F401  (import check: no JVM needed)
     from spark_jobs.inject import check_seeds, read_seeds
 

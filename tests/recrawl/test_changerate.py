@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from recrawl.changerate import (
+from recrawl.rules.changerate import (
     DEFAULT_MAX_RATE,
     DEFAULT_PRIOR,
     HISTORY_DDL,
@@ -246,14 +246,14 @@ def test_history_accepts_rows_tuples_and_nulls():
 
 def test_history_ddl_matches_the_table_schema():
     pytest.importorskip("pyspark")
-    schemas = pytest.importorskip("recrawl.schemas")
+    schemas = pytest.importorskip("recrawl.store.schemas")
     assert schemas.HISTORY.simpleString() == HISTORY_DDL
 
 
 def test_estimate_is_cheap_per_url(monkeypatch):
     """What keeps an estimate at ~50 us (timing is for benchmarks): the irregular MLE takes a
     handful of Newton steps, each a pass or two over the history, not its 100-step cap."""
-    import recrawl.changerate as changerate
+    import recrawl.rules.changerate as changerate
 
     calls = {"exp": 0, "expm1": 0}
 

@@ -11,9 +11,9 @@ import zipfile
 
 import pytest
 
-from recrawl import cluster
 from recrawl.config import load_config
-from recrawl.spark import EnvironmentProblem
+from recrawl.sparkenv import cluster
+from recrawl.sparkenv.spark import EnvironmentProblem
 
 
 def cfg_with(**overrides):
@@ -74,7 +74,7 @@ def test_cluster_settings_ship_archive_and_code(tmp_path):
     assert conf["spark.pyspark.python"] == env["PYSPARK_PYTHON"] == "./env/bin/python"
     assert conf["spark.pyspark.driver.python"] == sys.executable
     names = zipfile.ZipFile(conf["spark.submit.pyFiles"]).namelist()
-    for name in ("recrawl/cluster.py", "recrawl/defaults.toml", "fetcher/__init__.py",
+    for name in ("recrawl/sparkenv/cluster.py", "recrawl/defaults.toml", "fetcher/__init__.py",
                  "spark_jobs/fetch.py", "simweb/__init__.py"):
         assert name in names
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)

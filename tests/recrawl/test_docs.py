@@ -1,5 +1,5 @@
 """docs/tables.md matches the declared tables: every column (name and type) of every table in
-recrawl/schemas.py is documented and nothing else is, and the enumerated values it lists are
+recrawl/store/schemas.py is documented and nothing else is, and the enumerated values it lists are
 the code's constants. No JVM: the declarations are plain pyspark type objects."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from recrawl import schemas
-from recrawl.extract import LABELS
-from recrawl.parsing import OUTLINK_KINDS
+from recrawl.content.extract import LABELS
+from recrawl.content.parsing import OUTLINK_KINDS
+from recrawl.store import schemas
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tables.md"
 
@@ -105,7 +105,7 @@ def test_notebook_snippet_without_a_crawl_home_fails_at_once_with_a_clear_messag
                          cwd=tmp_path, env=env, timeout=120)
     assert out.returncode != 0 and out.stdout == ""
     last = out.stderr.strip().splitlines()[-1]
-    assert last.startswith("recrawl.fastsql.FastPathError: no Delta tables under ")
+    assert last.startswith("analyst.fastsql.FastPathError: no Delta tables under ")
     assert f"{tmp_path.resolve()}/crawl-home/tables" in last  # the default crawl.home
     assert "RECRAWL_CRAWL__HOME or RECRAWL_CONFIG" in last
     assert "duckdb" not in out.stderr.lower().replace("recrawl", "")  # no DuckDB error behind it

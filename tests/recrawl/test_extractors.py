@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from recrawl import extract
 from recrawl.config import ConfigError, load_config
-from recrawl.cpu_limit import CpuLimitExceeded, cpu_limit
-from recrawl.crawldb_rules import meaningful_change
-from recrawl.extract import EXTRACTORS, LABELS, strip_raw_text
-from recrawl.parsing import parse_html
+from recrawl.content import extract
+from recrawl.content.cpu_limit import CpuLimitExceeded, cpu_limit
+from recrawl.content.extract import EXTRACTORS, LABELS, strip_raw_text
+from recrawl.content.parsing import parse_html
+from recrawl.rules.crawldb_rules import meaningful_change
 
 URL = "https://news.example/2024/05/city-budget"
 PARAGRAPHS = "".join(
@@ -220,7 +220,7 @@ def test_texts_of_different_extractors_are_not_compared():
 @pytest.mark.parametrize("with_column", [True, False])
 def test_the_analysts_change_counts_follow_the_same_rule(with_column):
     duckdb = pytest.importorskip("duckdb")
-    from recrawl.analytics import new_vs_changed_per_round
+    from analyst.analytics import new_vs_changed_per_round
 
     con = duckdb.connect()
     con.execute("CREATE TABLE rounds (round_id VARCHAR, logical_date DATE)")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from recrawl import fastsql
+from analyst import fastsql
 from tests.sample_crawl import CRAWLDB, sample_home
 
 # (name, query): group by, joins, ordering with NULLs, timestamps (with microseconds), arrays,
@@ -66,7 +66,7 @@ def utc_process(monkeypatch):
 @pytest.fixture(scope="module")
 def spark_tables(spark, sample):
     """The sample's tables registered in the shared session (replacing other tests' ones)."""
-    from recrawl.tables import register_tables
+    from recrawl.store.tables import register_tables
 
     db = sample.get("crawl.database")
     names = fastsql.table_names(sample)
@@ -81,7 +81,7 @@ def spark_tables(spark, sample):
 
 def _spark_text(spark, query, fmt):
     """What `crawler sql` prints on Spark (run_sql minus its per-call table registration)."""
-    from recrawl.sqlshell import emit
+    from analyst.printers import emit
 
     df = spark.sql(query)
     buf = io.StringIO()
@@ -115,7 +115,7 @@ def test_table_and_csv_formats_match(spark, spark_tables, utc_process, fmt):
 @pytest.mark.spark
 def test_spark_run_sql_and_fast_path_print_the_same(spark, spark_tables, utc_process, capsys):
     """The real `crawler sql` code path on both engines, table format."""
-    from recrawl.sqlshell import run_sql
+    from app.sparksql import run_sql
 
     query = dict(QUERIES)["group_by"]
     assert run_sql(spark, spark_tables, query, "table", 50) == 0
@@ -222,7 +222,7 @@ def test_duckdb_checks_every_statement_before_running_any(sample):
 @pytest.mark.parametrize("fmt", ["table", "csv", "json"])
 def test_several_statements_print_every_answer_alike_on_both_engines(spark, spark_tables,
                                                                     utc_process, fmt):
-    from recrawl.sqlshell import run_sql
+    from app.sparksql import run_sql
 
     query = ("SELECT status, count(*) AS n FROM crawl.crawldb GROUP BY status ORDER BY n DESC, "
              "status; -- the second one;\n SELECT round_id FROM crawl.rounds ORDER BY round_id;")
@@ -236,7 +236,7 @@ def test_several_statements_print_every_answer_alike_on_both_engines(spark, spar
 
 
 def test_contract_table_names_match_the_schemas():
-    from recrawl.schemas import TABLES
+    from recrawl.store.schemas import TABLES
 
     assert set(fastsql.CONTRACT_TABLES) == set(TABLES)
 

@@ -10,7 +10,7 @@ from math import comb
 import pytest
 from simhash import Simhash
 
-from recrawl.fingerprint import (
+from recrawl.content.fingerprint import (
     BlockLayout,
     block_keys,
     brute_force_pairs,

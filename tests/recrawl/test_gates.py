@@ -1,11 +1,11 @@
-"""The health gates (recrawl.gates): each one over a table of counts, at the defaults."""
+"""The health gates (recrawl.rules.gates): each one over a table of counts, at the defaults."""
 
 from __future__ import annotations
 
 import pytest
 
-from recrawl import gates
 from recrawl.config import load_config
+from recrawl.rules import gates
 
 GATES = dict(load_config(environ={}).section("gates"))
 # a healthy fetch: 100 URLs on 10 hosts, a few errors, polite, as fast as the delays allow

@@ -1,10 +1,10 @@
 """PageRank on small graphs against networkx (same damping; ranks sum to 1), for every engine:
-DataFrame joins, GraphX (recrawl.graph_graphx, the real GraphX through the JVM) and the driver."""
+DataFrame joins, GraphX (recrawl.graph.graphx, the real GraphX through the JVM) and the driver."""
 
 import networkx as nx
 import pytest
 
-from recrawl.graph import pagerank, strongly_connected_components, weakly_connected_components
+from recrawl.graph.pagerank import pagerank, strongly_connected_components, weakly_connected_components
 
 pytestmark = pytest.mark.spark
 
@@ -150,7 +150,7 @@ def test_weakly_connected_components_match_networkx(spark, n, edges, engine):
     assert _partition(labels) == sorted(sorted(c) for c in nx.weakly_connected_components(g))
 
 
-# The in-driver path (recrawl.graph_local, below `in_driver_max_edges`) against the DataFrame
+# The in-driver path (recrawl.graph.local, below `in_driver_max_edges`) against the DataFrame
 # iterations on the same graphs: same iteration count, the same ranks and labels.
 # Parallel edges (the largest weight counts), a self-loop, a dangling and an isolated vertex.
 _WEIGHTED = [(0, 1, 3.0), (0, 1, 1.0), (0, 2, 1.0), (1, 2, 1.0), (2, 0, 2.0), (3, 2, 5.0),

@@ -1,4 +1,4 @@
-"""recrawl.graph_local (the in-driver PageRank and components) against networkx on random
+"""recrawl.graph.local (the in-driver PageRank and components) against networkx on random
 graphs; tests/recrawl/test_graph.py runs it beside the DataFrame versions."""
 
 import random
@@ -6,7 +6,7 @@ import random
 import networkx as nx
 import pytest
 
-from recrawl.graph_local import components_arrays, pagerank_arrays
+from recrawl.graph.local import components_arrays, pagerank_arrays
 
 
 def _random_graph(rng: random.Random, n: int, m: int) -> list[tuple[int, int]]:

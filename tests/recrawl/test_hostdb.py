@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from recrawl.hostdb import flag_traps, record_counts, record_fetch, set_ranks
-from recrawl.tables import init_tables, read
+from recrawl.store.hostdb import flag_traps, record_counts, record_fetch, set_ranks
+from recrawl.store.tables import init_tables, read
 from tests.recrawl.test_tables import WRITERS
 from tests.recrawl.test_tables import _last_writer as last_writer
 

@@ -1,11 +1,11 @@
-"""The driver JVM's compiler level (recrawl/jit.py): quick for a small crawl under "auto"."""
+"""The driver JVM's compiler level (recrawl/sparkenv/jit.py): quick for a small crawl under "auto"."""
 
 from __future__ import annotations
 
 import pytest
 
-from recrawl import jit
 from recrawl.config import ConfigError, load_config
+from recrawl.sparkenv import jit
 
 
 def _cfg(home, **extra):
@@ -61,7 +61,7 @@ def test_a_big_crawl_or_one_that_cannot_be_sized_keeps_the_default_collector(tmp
 
 
 def test_a_bad_setting_is_refused_before_a_jvm_starts(tmp_path):
-    from recrawl.spark import check_environment
+    from recrawl.sparkenv.spark import check_environment
 
     with pytest.raises(ConfigError, match="driver_jit"):
         check_environment(_cfg(tmp_path, **{"spark.driver_jit": "fast"}))

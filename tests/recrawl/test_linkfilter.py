@@ -1,4 +1,4 @@
-"""Tests for recrawl.linkfilter: each reason code, its limit, and switching checks off."""
+"""Tests for recrawl.content.linkfilter: each reason code, its limit, and switching checks off."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from recrawl.linkfilter import DEFAULT_FILTER_RULES, REASONS, LinkFilterRules, filter_reason, keep
+from recrawl.content.linkfilter import DEFAULT_FILTER_RULES, REASONS, LinkFilterRules, filter_reason, keep
 
 
 @pytest.mark.parametrize(

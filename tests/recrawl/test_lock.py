@@ -14,8 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from recrawl import lock
-from recrawl.tables import with_retry
+from recrawl.store import lock
+from recrawl.store.tables import with_retry
 
 
 def _write(home, **info):
@@ -114,7 +114,7 @@ def test_with_retry_retries_concurrent_conflicts_and_reports_the_last():
             raise ConcurrentAppendException("conflict")
         return "ok"
 
-    import recrawl.tables as tables
+    import recrawl.store.tables as tables
 
     real_sleep = tables.time.sleep
     tables.time.sleep = lambda s: None

@@ -1,4 +1,4 @@
-"""recrawl.metrics: the textfile-collector file and the pushgateway push, read back with the
+"""recrawl.sparkenv.metrics: the textfile-collector file and the pushgateway push, read back with the
 Prometheus client's own parser; the Grafana dashboard queries only what the exporter writes."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from recrawl import metrics
 from recrawl.config import load_config
+from recrawl.sparkenv import metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "docs" / "grafana" / "recrawl.json"

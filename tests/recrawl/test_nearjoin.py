@@ -1,5 +1,5 @@
-"""recrawl.nearjoin: the DataFrame block join against the pure-Python reference
-(recrawl.fingerprint.near_duplicate_pairs). The dedup job around it: tests/spark_jobs/test_dedup.py."""
+"""recrawl.content.nearjoin: the DataFrame block join against the pure-Python reference
+(recrawl.content.fingerprint.near_duplicate_pairs). The dedup job around it: tests/spark_jobs/test_dedup.py."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import random
 
 import pytest
 
-from recrawl.fingerprint import near_duplicate_pairs
-from recrawl.nearjoin import near_duplicate_pairs_df
+from recrawl.content.fingerprint import near_duplicate_pairs
+from recrawl.content.nearjoin import near_duplicate_pairs_df
 from tests.spark_jobs.test_dedup import flip, fp
 
 pytestmark = pytest.mark.spark
 
 
 def test_near_duplicate_pairs_df_matches_the_reference(spark):
-    """The DataFrame join equals recrawl.fingerprint.near_duplicate_pairs when all are new."""
+    """The DataFrame join equals recrawl.content.fingerprint.near_duplicate_pairs when all are new."""
     r = random.Random(3)
     fps = {}
     for g in range(30):

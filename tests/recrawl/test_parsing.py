@@ -1,4 +1,4 @@
-"""Tests for recrawl.parsing: charset detection, outlinks, text/metadata, hostile inputs.
+"""Tests for recrawl.content.parsing: charset detection, outlinks, text/metadata, hostile inputs.
 
 Run as a script (``python tests/recrawl/test_parsing.py``) to print per-page timings of
 :func:`parse_html` and the trafilatura variants compared in ``TRAFILATURA_OPTIONS``.
@@ -13,15 +13,15 @@ import time
 
 import pytest
 
-from recrawl.charset import decode_html, encoding_for_label
-from recrawl.linkfilter import LinkFilterRules
-from recrawl.parsing import (
+from recrawl.content.charset import decode_html, encoding_for_label
+from recrawl.content.linkfilter import LinkFilterRules
+from recrawl.content.parsing import (
     MAX_ANCHOR_CHARS,
     Outlink,
     ParsedPage,
     parse_html,
 )
-from recrawl.urlnorm import NormalizeRules
+from recrawl.content.urlnorm import NormalizeRules
 
 # --- charset ------------------------------------------------------------------------------
 
@@ -481,7 +481,7 @@ def test_shift_jis_page_declared_in_header_only():
 
 
 def test_extractor_crash_is_recorded_and_text_falls_back(monkeypatch):
-    import recrawl.extract as extract
+    import recrawl.content.extract as extract
 
     def boom(text, url):
         raise RecursionError("maximum recursion depth exceeded")
@@ -530,11 +530,11 @@ def test_a_few_nul_bytes_are_tolerated():
 
 def _parser_inputs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The texts handed to Lexbor and to the main-text extraction, recorded as they go."""
-    import recrawl.extract
-    import recrawl.parsing
+    import recrawl.content.extract
+    import recrawl.content.parsing
 
     seen: list[str] = []
-    lexbor, extract_main = recrawl.parsing.LexborHTMLParser, recrawl.extract.extract_main
+    lexbor, extract_main = recrawl.content.parsing.LexborHTMLParser, recrawl.content.extract.extract_main
 
     def parser(text, *args, **kwargs):
         seen.append(text)
@@ -544,8 +544,8 @@ def _parser_inputs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(text)
         return extract_main(text, *args, **kwargs)
 
-    monkeypatch.setattr(recrawl.parsing, "LexborHTMLParser", parser)
-    monkeypatch.setattr(recrawl.extract, "extract_main", extract)
+    monkeypatch.setattr(recrawl.content.parsing, "LexborHTMLParser", parser)
+    monkeypatch.setattr(recrawl.content.extract, "extract_main", extract)
     return seen
 
 

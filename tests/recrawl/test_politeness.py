@@ -1,11 +1,11 @@
-"""recrawl.politeness: the host delay rule and its SQL twin, on one table of cases."""
+"""recrawl.rules.politeness: the host delay rule and its SQL twin, on one table of cases."""
 
 from __future__ import annotations
 
 import duckdb
 import pytest
 
-from recrawl.politeness import host_delay, host_delay_sql, pages_per_day
+from recrawl.rules.politeness import host_delay, host_delay_sql, pages_per_day
 
 # (Crawl-delay, min delay, cap) -> delay (None: the host is deferred)
 CASES = [

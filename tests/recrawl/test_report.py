@@ -1,4 +1,4 @@
-"""recrawl.analytics on a crawl with known answers, and `crawler report` rendered in Chromium."""
+"""analyst.analytics on a crawl with known answers, and `crawler report` rendered in Chromium."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from recrawl import analytics, fastsql, report, report_html
+from analyst import analytics, fastsql, report, report_html
 from tests.chromium import chromium_or_skip
 from tests.sample_crawl import (
     EXPECTED,

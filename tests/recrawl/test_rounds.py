@@ -1,4 +1,4 @@
-"""The `rounds` row a round's steps keep (recrawl.rounds.record_step), written by both of
+"""The `rounds` row a round's steps keep (recrawl.store.roundsdb.record_step), written by both of
 its writers: delta-rs on a local crawl home, Spark on object storage (forced here on a local
 folder)."""
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from recrawl import tables
-from recrawl.rounds import StepRun, record_step, step_row
-from recrawl.tables import init_tables, read
+from recrawl.rules.rounds import StepRun, step_row
+from recrawl.store import tables
+from recrawl.store.roundsdb import record_step
+from recrawl.store.tables import init_tables, read
 
 DAY = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 NOW = dt.datetime(2026, 12, 5, 6, 0, tzinfo=dt.UTC)

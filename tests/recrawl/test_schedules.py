@@ -9,11 +9,11 @@ import duckdb
 import numpy as np
 import pytest
 
-from recrawl.allocation import (
+from recrawl.rules.allocation import (
     freshness,
     rate_weight_bucket,
 )
-from recrawl.schedules import (
+from recrawl.rules.schedules import (
     AdaptiveSchedule,
     ChangeRateOptimalSchedule,
     FixedSchedule,
@@ -234,7 +234,7 @@ def test_allocate_is_fast_for_many_pages(monkeypatch):
     """What keeps 100,000 pages cheap (~0.5 s on a laptop core; timing is for benchmarks): the
     budget is solved with a handful of evaluations, each one array operation over all pages,
     never a per-page solve."""
-    import recrawl.schedules as schedules
+    import recrawl.rules.schedules as schedules
 
     kernel_calls, evaluations = [], []
     real_kernel, real_root = schedules.h_inverse_vec, schedules.find_root_log
@@ -335,13 +335,13 @@ def test_freshness_benchmark_smoke(capsys, monkeypatch):
     ],
 )
 def test_discovery_slots(slots, share, frontier, want):
-    from recrawl.schedules import discovery_slots
+    from recrawl.rules.schedules import discovery_slots
 
     assert discovery_slots(slots, share, frontier) == want
 
 
 def test_revisit_budget_is_what_discovery_leaves():
-    from recrawl.schedules import revisit_budget
+    from recrawl.rules.schedules import revisit_budget
 
     assert revisit_budget(1000, 0.2, 4544) == 800
     assert revisit_budget(1000, 0.2, 30) == 970
@@ -357,14 +357,14 @@ def test_revisit_budget_is_what_discovery_leaves():
 
 @pytest.mark.parametrize("share", [-0.1, 1.01, float("nan")])
 def test_discovery_share_out_of_range_is_an_error(share):
-    from recrawl.schedules import discovery_slots
+    from recrawl.rules.schedules import discovery_slots
 
     with pytest.raises(ValueError, match="discovery share"):
         discovery_slots(10, share, 10)
 
 
 def test_change_probability_is_poisson_with_the_prior_for_unknown_rates():
-    from recrawl.schedules import change_probability
+    from recrawl.rules.schedules import change_probability
 
     assert change_probability(1.0, 1.0, 0.1) == pytest.approx(1 - math.exp(-1.0))
     assert change_probability(None, 2.0, 0.1) == pytest.approx(1 - math.exp(-0.2))
@@ -375,7 +375,7 @@ def test_change_probability_is_poisson_with_the_prior_for_unknown_rates():
     assert probs == sorted(probs) and all(0.0 < p < 1.0 for p in probs)
 
 
-# --- the next fetch after a fetch (recrawl.schedules.next_fetch_after) ----------------------
+# --- the next fetch after a fetch (recrawl.rules.schedules.next_fetch_after) ----------------------
 
 RETRY = RetryIntervals(gone_days=30.0, transient_days=1.0, denied_days=20.0)
 # (status, fetch_interval_s) -> seconds to the next fetch

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 import feedparser
 import pytest
 
-from recrawl.feeds import MAX_FEED_BYTES, feed_entries, is_feed
-from recrawl.parsing import parse_html
-from recrawl.sitemaps import (
+from recrawl.content.feeds import MAX_FEED_BYTES, feed_entries, is_feed
+from recrawl.content.parsing import parse_html
+from recrawl.content.sitemaps import (
     Signal,
     is_sitemap,
     is_sitemap_index,

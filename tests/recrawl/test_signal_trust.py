@@ -1,4 +1,4 @@
-"""Change-signal rules (recrawl/signal_trust.py) and the last-modified estimator: the Python
+"""Change-signal rules (recrawl/rules/signal_trust.py) and the last-modified estimator: the Python
 rules on hand-worked cases, and their SQL twins equal to them in Spark."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from recrawl.changerate import GammaPrior, lm_rate
-from recrawl.signal_trust import (
+from recrawl.rules.changerate import GammaPrior, lm_rate
+from recrawl.rules.signal_trust import (
     TrustRule,
     beta_mean,
     change_gain,

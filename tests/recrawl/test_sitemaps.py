@@ -1,6 +1,6 @@
 import gzip
 
-from recrawl.sitemaps import is_sitemap, sitemap_locs
+from recrawl.content.sitemaps import is_sitemap, sitemap_locs
 
 SITEMAP = b"""<?xml version="1.0" encoding="UTF-8"?>
 <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">

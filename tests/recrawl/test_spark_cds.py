@@ -1,4 +1,4 @@
-"""The driver JVM's class-data-sharing archive (recrawl/cds.py): when it is used, what it is
+"""The driver JVM's class-data-sharing archive (recrawl/sparkenv/cds.py): when it is used, what it is
 keyed by, and that a driver starts whatever the archive's state."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from recrawl import cds
 from recrawl.config import ConfigError, load_config
+from recrawl.sparkenv import cds
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -60,7 +60,7 @@ def test_configured_driver_options_are_kept(tmp_path):
 
 
 def test_a_bad_setting_is_refused_before_a_jvm_starts(tmp_path):
-    from recrawl.spark import check_environment
+    from recrawl.sparkenv.spark import check_environment
 
     with pytest.raises(ConfigError, match="class_data_sharing"):
         check_environment(_cfg(tmp_path, **{"spark.class_data_sharing": "always"}))
@@ -70,7 +70,7 @@ _PROBE = """
 import sys
 from pathlib import Path
 from recrawl.config import load_config
-from recrawl.spark import get_spark
+from recrawl.sparkenv.spark import get_spark
 from pyspark import SparkContext
 cfg = load_config(environ={}).with_overrides({"spark.cds_dir": sys.argv[1], "spark.shuffle_partitions": 1,
     "spark.extra": {"spark.driver.extraClassPath": sys.argv[2]} if sys.argv[2] else {},
@@ -79,7 +79,7 @@ spark = get_spark(cfg, quiet=True, short_lived=True)
 assert spark.sql("SELECT 41 + 1 AS x").collect()[0].x == 42
 pid = SparkContext._gateway.proc.pid
 maps = Path(f"/proc/{pid}/maps").read_text()
-# the JVM's own view of its compiler level (recrawl/jit.py), not the options we passed
+# the JVM's own view of its compiler level (recrawl/sparkenv/jit.py), not the options we passed
 flags = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
 quick = "-XX:TieredStopAtLevel=1" in list(flags)
 parallel = "-XX:+UseParallelGC" in list(flags)
@@ -100,14 +100,14 @@ def _probe(cds_dir: Path, home: Path, class_path: str = "", jit: str = "auto") -
 
 @pytest.mark.spark
 def test_a_driver_maps_the_built_archive_and_starts_without_a_usable_one(tmp_path):
-    from recrawl.spark import find_jars
+    from recrawl.sparkenv.spark import find_jars
 
     cfg = load_config(environ={})
     built = cds.archive_path(cfg, find_jars(cfg))
     if not built.is_file():
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"{built} missing: scripts/setup.sh builds it")
-        pytest.skip("no CDS archive: run `.venv/bin/python -m recrawl.cds`")
+        pytest.skip("no CDS archive: run `.venv/bin/python -m recrawl.sparkenv.cds`")
     # a new crawl home is a small crawl: under "auto" a short-lived driver stops at the quick compiler,
     # and the serial collector does not keep it from mapping the archive
     assert _probe(built.parent, tmp_path / "new-home") == "mapped quick"
@@ -116,7 +116,7 @@ def test_a_driver_maps_the_built_archive_and_starts_without_a_usable_one(tmp_pat
     bad.mkdir()
     (bad / built.name).write_bytes(b"not an archive" * 1000)
     assert _probe(bad, tmp_path / "new-home", jit="full") == "not mapped full parallel"
-    # the full compiler on a small crawl runs the parallel collector (recrawl/jit.py), which maps
+    # the full compiler on a small crawl runs the parallel collector (recrawl/sparkenv/jit.py), which maps
     # the archive as well
     assert _probe(built.parent, tmp_path / "new-home", jit="full") == "mapped full parallel"
     # a driver class path extended beyond the archive's (as the s3a jars extend it): the JVM

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recrawl.config import ConfigError
-from recrawl.spark import codegen_mode, set_codegen
+from recrawl.sparkenv.spark import codegen_mode, set_codegen
 from tests.conftest import make_config
 
 WHOLE_STAGE = "spark.sql.codegen.wholeStage"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from recrawl.config import load_config
-from recrawl.spark import GRAPHX_JAR, EnvironmentProblem, find_jars, find_s3a_jars, uses_s3
+from recrawl.sparkenv.spark import GRAPHX_JAR, EnvironmentProblem, find_jars, find_s3a_jars, uses_s3
 
 DELTA = ["delta-spark_4.1_2.13-4.4.0.jar", "delta-storage-4.4.0.jar"]
 S3A = ["hadoop-aws-3.4.2.jar", "bundle-2.29.52.jar", "analyticsaccelerator-s3-1.2.1.jar"]

@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from recrawl.survivor import (
+from recrawl.rules.survivor import (
     DEFAULT_ORDER,
     choose_survivor,
     sort_key,

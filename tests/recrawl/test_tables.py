@@ -3,8 +3,8 @@
 import pytest
 from pyspark.sql import Row
 
-from recrawl.schemas import TABLES
-from recrawl.tables import (
+from recrawl.store.schemas import TABLES
+from recrawl.store.tables import (
     SchemaMismatch,
     check_schema,
     conform,
@@ -179,8 +179,8 @@ def test_schema_drift_is_reported_clearly():
 def test_init_adds_columns_declared_since_a_table_was_made(spark, cfg):
     from pyspark.sql.types import StructType
 
-    from recrawl.schemas import TableSpec
-    from recrawl.tables import create_table
+    from recrawl.store.schemas import TableSpec
+    from recrawl.store.tables import create_table
 
     spec = TABLES["hosts"]
     old = TableSpec(spec.name, StructType(spec.schema.fields[:-2]), spec.partition_by, spec.comment)
@@ -201,7 +201,7 @@ def test_init_adds_columns_declared_since_a_table_was_made(spark, cfg):
 def test_a_portable_merge_is_the_same_on_both_writers(spark, tmp_path):
     import datetime as dt
 
-    from recrawl.tables import Delete, InsertAll, UpdateAll, merge_into
+    from recrawl.store.tables import Delete, InsertAll, UpdateAll, merge_into
     from tests.conftest import make_config
 
     when = dt.datetime(2026, 11, 2, 3, 4, 5, 678901)
@@ -228,8 +228,8 @@ def test_a_portable_merge_is_the_same_on_both_writers(spark, tmp_path):
 
 
 def test_a_merge_goes_to_spark_unless_portable_small_and_into_a_small_table(spark, cfg, monkeypatch):
-    import recrawl.tables as tables
-    from recrawl.tables import InsertAll, UpdateAll, merge_into
+    import recrawl.store.tables as tables
+    from recrawl.store.tables import InsertAll, UpdateAll, merge_into
 
     init_tables(spark, cfg)
     rows = spark.createDataFrame([Row(host="h", fetched_at=None, http_status=200, crawl_delay=None,

@@ -1,11 +1,11 @@
-"""recrawl.traps: when a host is a trap, each rule with its SQL twin on one table of cases."""
+"""recrawl.rules.traps: when a host is a trap, each rule with its SQL twin on one table of cases."""
 
 from __future__ import annotations
 
 import duckdb
 import pytest
 
-from recrawl.traps import (
+from recrawl.rules.traps import (
     NEAR_DUP_FLOOD,
     PAGE_CAP,
     REPEATED_PATTERN,

@@ -1,4 +1,4 @@
-"""Tests for recrawl.urlnorm: each normalization rule, invalid inputs, idempotence, host keys."""
+"""Tests for recrawl.content.urlnorm: each normalization rule, invalid inputs, idempotence, host keys."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from recrawl.urlnorm import (
+from recrawl.content.urlnorm import (
     DEFAULT_RULES,
     InvalidURL,
     NormalizeRules,
@@ -405,7 +405,7 @@ def test_normalize_is_fast_enough():
     """What keeps a link at ~10 us (timing is for benchmarks): what a page's links share is
     worked out once, not per link: the base URL is split once, the parameter globs are
     compiled once."""
-    from recrawl import urlnorm
+    from recrawl.content import urlnorm
 
     urlnorm._split_base.cache_clear()
     urlnorm._glob_matcher.cache_clear()
@@ -465,7 +465,7 @@ def test_registered_domain(host, domain):
 def test_registered_domain_never_touches_network_or_disk_cache(monkeypatch, tmp_path):
     import socket
 
-    import recrawl.urlnorm as urlnorm
+    import recrawl.content.urlnorm as urlnorm
 
     def no_network(*args, **kwargs):
         raise AssertionError("network access")

@@ -5,7 +5,7 @@ One cluster for the module: a master and two workers (1 core each) started from 
 environment (PATH=/usr/bin:/bin, no PYSPARK_PYTHON, no PYTHONPATH) in which `python3 -c
 "import fetcher"` fails -- checked first. So every executor gets the project's dependencies from
 the environment archive (scripts/pack_env.sh, `spark.archives`) and its code from the zip the
-driver ships (`spark.submit.pyFiles`), as on a cluster of other machines (recrawl/cluster.py).
+driver ships (`spark.submit.pyFiles`), as on a cluster of other machines (recrawl/sparkenv/cluster.py).
 Tables and WARCs are on s3a:// (moto's S3 server, test_s3a.py's fixture).
 
 One crawl for the module (the `cluster_crawl` fixture): `crawler init`, `inject` and two `round`s
@@ -191,8 +191,8 @@ def local_crawl(spark, web, home: Path) -> list[tuple[str, str, str]]:
     """The same two rounds in this process's local[*] session: (round, url, status) rows."""
     from app.cli import run_step
     from app.demo import demo_config
-    from recrawl.rounds import STEPS, parse_date, round_id_for
-    from recrawl.tables import init_tables, read
+    from recrawl.rules.rounds import STEPS, parse_date, round_id_for
+    from recrawl.store.tables import init_tables, read
     from spark_jobs import inject
 
     cfg = demo_config(home, **crawl_overrides())

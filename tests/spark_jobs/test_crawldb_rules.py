@@ -6,7 +6,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from recrawl.crawldb_rules import ChangeColumns, meaningful_change, meaningful_change_sql
+from recrawl.rules.crawldb_rules import ChangeColumns, meaningful_change, meaningful_change_sql
 
 pytestmark = pytest.mark.spark
 
@@ -79,7 +79,8 @@ def test_an_unknown_dialect_is_refused():
 
 def test_the_fetch_core_and_the_tables_name_the_same_statuses():
     from fetcher import models
-    from recrawl import crawldb_rules, schemas
+    from recrawl.rules import crawldb_rules
+    from recrawl.store import schemas
 
     assert models.FETCH_STATUSES == crawldb_rules.FETCH_STATUSES == schemas.FETCH_STATUSES
     rules = crawldb_rules
@@ -90,7 +91,7 @@ def test_the_fetch_core_and_the_tables_name_the_same_statuses():
 def test_due_ness_and_the_per_host_cap_are_one_rule_in_python_and_spark(spark):
     import datetime as dt
 
-    from recrawl.crawldb_rules import CRAWLDB_STATUSES, is_due, is_due_sql, per_host_cap, per_host_cap_sql
+    from recrawl.rules.crawldb_rules import CRAWLDB_STATUSES, is_due, is_due_sql, per_host_cap, per_host_cap_sql
 
     logical = dt.datetime(2026, 3, 1)
     rows = [(s, logical + dt.timedelta(hours=h), d, i)
@@ -114,7 +115,7 @@ def test_eligibility_is_one_rule_in_python_and_spark(spark):
     of a trap host, a delay within the cap (NULL above it)."""
     import datetime as dt
 
-    from recrawl.crawldb_rules import (
+    from recrawl.rules.crawldb_rules import (
         CRAWLDB_STATUSES,
         eligible_sql,
         is_eligible,
@@ -144,7 +145,7 @@ def test_eligibility_is_one_rule_in_python_and_spark(spark):
 
 
 def test_a_new_url_gets_the_same_values_from_python_and_from_the_merge_sql(spark):
-    from recrawl.crawldb_rules import new_url_values, new_url_values_sql
+    from recrawl.rules.crawldb_rules import new_url_values, new_url_values_sql
 
     want = new_url_values(2.5)
     sql = new_url_values_sql(2.5)
@@ -156,7 +157,7 @@ def test_a_new_url_gets_the_same_values_from_python_and_from_the_merge_sql(spark
 def test_a_fetchs_status_transition_is_one_rule_in_python_and_spark(spark):
     import itertools
 
-    from recrawl.crawldb_rules import CRAWLDB_STATUSES, FETCH_STATUSES, next_status, next_status_sql
+    from recrawl.rules.crawldb_rules import CRAWLDB_STATUSES, FETCH_STATUSES, next_status, next_status_sql
 
     max_retries = 3
     rows = [(f, h, d, old, r, i) for i, (f, h, d, old, r) in enumerate(itertools.product(
@@ -182,8 +183,8 @@ def test_a_fetchs_status_transition_is_one_rule_in_python_and_spark(spark):
 
 
 def test_the_history_window_is_one_rule_in_python_and_spark(spark):
-    from recrawl.changerate import update_history
-    from recrawl.crawldb_rules import HISTORY_MAX, append_history_sql
+    from recrawl.rules.changerate import update_history
+    from recrawl.rules.crawldb_rules import HISTORY_MAX, append_history_sql
 
     def hist(n):
         return [{"interval_d": float(i + 1), "changed": i % 3 == 0} for i in range(n)]

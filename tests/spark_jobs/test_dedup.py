@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from recrawl.fingerprint import to_signed64
-from recrawl.survivor import choose_survivor
+from recrawl.content.fingerprint import to_signed64
+from recrawl.rules.survivor import choose_survivor
 
 pytestmark = pytest.mark.spark
 
@@ -71,8 +71,8 @@ def _host(url):
 
 
 def _setup(spark, cfg):
-    from recrawl.schemas import CRAWLDB, PAGES, TABLES
-    from recrawl.tables import conform, create_table
+    from recrawl.store.schemas import CRAWLDB, PAGES, TABLES
+    from recrawl.store.tables import conform, create_table
 
     for name in ("crawldb", "pages", "duplicates", "hosts"):
         create_table(spark, cfg, TABLES[name])

@@ -25,7 +25,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from recrawl.rounds import STEPS, parse_date, round_id_for
+from recrawl.rules.rounds import STEPS, parse_date, round_id_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
 
@@ -131,7 +131,7 @@ def _cfg(home):
 
 
 def _seed(spark, cfg, web, path: Path):
-    from recrawl.tables import init_tables
+    from recrawl.store.tables import init_tables
     from spark_jobs import inject
 
     init_tables(spark, cfg)
@@ -222,7 +222,7 @@ def _local(url: str) -> str:
 
 
 def _rows(spark, cfg, table, where="true"):
-    from recrawl.tables import read
+    from recrawl.store.tables import read
 
     return [r.asDict(recursive=True) for r in read(spark, cfg, table).where(where).collect()]
 

@@ -15,7 +15,7 @@ import datetime as dt
 
 import pytest
 
-from recrawl.rounds import STEPS, parse_date, round_id_for
+from recrawl.rules.rounds import STEPS, parse_date, round_id_for
 
 # Two full rounds (~7 min on the loaded 2-core dev machine): kept out of the default CI run.
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -30,7 +30,7 @@ GAP = dt.timedelta(days=31)  # past schedule.max_interval_days: everything is du
 def poison(spark, tmp_path_factory):
     from app.cli import run_step
     from app.demo import demo_config
-    from recrawl.tables import init_tables
+    from recrawl.store.tables import init_tables
     from simweb import SimWeb
     from spark_jobs import generate, inject
 
@@ -63,13 +63,13 @@ def poison(spark, tmp_path_factory):
 
 
 def _crawldb(spark, cfg):
-    from recrawl.tables import read
+    from recrawl.store.tables import read
 
     return {r["url"].rsplit("/", 1)[-1]: r.asDict() for r in read(spark, cfg, "crawldb").collect()}
 
 
 def test_parse_errors_are_recorded_not_fatal(spark, poison):
-    from recrawl.tables import read
+    from recrawl.store.tables import read
 
     cfg = poison["cfg"]
     rid = poison["snaps"][0][0]
@@ -101,7 +101,7 @@ def test_poison_pages_are_counted_then_parked(poison):
 
 
 def test_parked_pages_are_not_generated_again(spark, poison):
-    from recrawl.tables import read
+    from recrawl.store.tables import read
 
     urls = {r["url"].rsplit("/", 1)[-1]
             for r in read(spark, poison["cfg"], "fetch_list").where("round_id = 'after'").collect()}

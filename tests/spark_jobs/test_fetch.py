@@ -11,7 +11,7 @@ import datetime as dt
 
 import pytest
 
-from recrawl.schemas import FETCHES, SIGNAL_SOURCES
+from recrawl.store.schemas import FETCHES, SIGNAL_SOURCES
 from spark_jobs.fetch import recent_fetch, recent_fetch_window_s
 
 pytestmark = pytest.mark.spark

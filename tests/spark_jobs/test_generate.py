@@ -1,7 +1,7 @@
 """generate's pure parts, without Spark: the per-host cap, packing hosts into fetch
 partitions, open rounds' marks, partition offsets. (The round on Spark: test_generate_*.py.)"""
 
-from recrawl.crawldb_rules import per_host_cap
+from recrawl.rules.crawldb_rules import per_host_cap
 from spark_jobs.generate import pack_hosts
 
 

@@ -26,8 +26,8 @@ def _row(host, i, status):
 
 
 def _crawl(spark, cfg, rows):
-    from recrawl.schemas import CRAWLDB
-    from recrawl.tables import conform, init_tables
+    from recrawl.store.schemas import CRAWLDB
+    from recrawl.store.tables import conform, init_tables
 
     init_tables(spark, cfg)
     conform(spark.createDataFrame(rows, CRAWLDB), "crawldb").write.format("delta").mode(

@@ -18,8 +18,8 @@ OFFSETS_H = (-30, -1, 0, 6, 11, 13, 20, 48)
 
 
 def _crawl(spark, cfg):
-    from recrawl.schemas import CRAWLDB
-    from recrawl.tables import conform, init_tables
+    from recrawl.store.schemas import CRAWLDB
+    from recrawl.store.tables import conform, init_tables
 
     rows = [{
         "url": f"http://h{i % 3}.test/p{h:+d}", "host": f"http://h{i % 3}.test", "status": "fetched",

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from recrawl.config import ConfigError
-from recrawl.schedules import change_probability, change_probability_sql
+from recrawl.rules.schedules import change_probability, change_probability_sql
 
 pytestmark = pytest.mark.spark
 
@@ -33,8 +33,8 @@ PAGES = [
 @pytest.fixture(scope="module")
 def crawl(spark, tmp_path_factory):
     """One crawldb for the module: generate replaces its round's fetch list on every run."""
-    from recrawl.schemas import CRAWLDB
-    from recrawl.tables import conform, init_tables
+    from recrawl.store.schemas import CRAWLDB
+    from recrawl.store.tables import conform, init_tables
     from tests.conftest import make_config
 
     cfg = make_config(tmp_path_factory.mktemp("fill") / "home")

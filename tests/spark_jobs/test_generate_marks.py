@@ -12,8 +12,8 @@ pytestmark = pytest.mark.spark
 
 @pytest.mark.parametrize("reader", ["delta-rs", "spark"])
 def test_live_marks_are_the_open_rounds_urls_on_both_readers(spark, cfg, monkeypatch, reader):
-    import recrawl.tables as tables
-    from recrawl.tables import init_tables, replace_round, replace_rows
+    import recrawl.store.tables as tables
+    from recrawl.store.tables import init_tables, replace_round, replace_rows
     from spark_jobs.generate import live_marks
 
     init_tables(spark, cfg)

@@ -1,5 +1,5 @@
 """generate gives slots only to hosts the fetcher will fetch: a Crawl-delay above the cap
-(recrawl.politeness) and a server's back-off keep a host off the fetch list."""
+(recrawl.rules.politeness) and a server's back-off keep a host off the fetch list."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ DELAYS = {"http://fast.test:80": None, "http://slow.test:80": 20.0,
 
 
 def _crawl(spark, cfg, *, due: bool = True):
-    from recrawl.schemas import CRAWLDB, HOSTS, ROBOTS
-    from recrawl.tables import conform, init_tables
+    from recrawl.store.schemas import CRAWLDB, HOSTS, ROBOTS
+    from recrawl.store.tables import conform, init_tables
 
     init_tables(spark, cfg)
     next_fetch = NOW - dt.timedelta(hours=1) if due else NOW + dt.timedelta(days=3)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from recrawl.rounds import BadInput
-from recrawl.urlnorm import DEFAULT_RULES
+from recrawl.content.urlnorm import DEFAULT_RULES
+from recrawl.rules.rounds import BadInput
 from spark_jobs.inject import check_seeds, read_seeds
 
 

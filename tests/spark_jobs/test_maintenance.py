@@ -17,7 +17,7 @@ def test_expired_rounds_are_known_rounds_older_than_the_cutoff():
 
 
 def test_unsafe_retentions_are_refused_before_touching_anything():
-    from recrawl.rounds import BadInput
+    from recrawl.rules.rounds import BadInput
     from spark_jobs import maintenance
 
     when = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
@@ -34,8 +34,8 @@ def test_old_rounds_lose_their_warcs_and_rows_are_flagged_first(spark, tmp_path)
     from pyspark.sql import Row
 
     from app.demo import demo_config
-    from recrawl.rounds import record_step
-    from recrawl.tables import init_tables, read, replace_round
+    from recrawl.store.roundsdb import record_step
+    from recrawl.store.tables import init_tables, read, replace_round
     from spark_jobs import maintenance
 
     cfg = demo_config(tmp_path / "home", **{"spark.shuffle_partitions": 2})

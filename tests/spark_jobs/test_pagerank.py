@@ -19,7 +19,7 @@ EDGES = [(0, 1), (0, 2), (1, 2), (2, 0), (3, 0), (3, 1), (4, 5), (0, 6)]
 
 
 # The host graph solved by DataFrame iterations, on GraphX (auto above the in-driver
-# thresholds) and in the driver (recrawl.graph_local)
+# thresholds) and in the driver (recrawl.graph.local)
 @pytest.mark.parametrize(("engine", "in_driver", "ran"),
                          [("dataframe", 0, "dataframe"), ("auto", 0, "graphx"), ("auto", 1000, "driver")])
 def test_url_edges_become_weighted_host_edges_with_components_and_ranks(spark, engine, in_driver, ran):

@@ -78,7 +78,7 @@ def test_records_become_pages_with_text_fingerprints_and_filtered_outlinks(tmp_p
 @pytest.mark.spark
 @pytest.mark.parametrize("cap", [10000, 0], ids=["delta-rs", "spark"])
 def test_links_keep_each_pages_latest_outlinks_only(spark, tmp_path, cap):
-    from recrawl.tables import init_tables, read, replace_round
+    from recrawl.store.tables import init_tables, read, replace_round
     from spark_jobs.parse import write_latest_outlinks
 
     cfg = make_config(tmp_path / "home", **{"crawl.small_round_rows": cap})

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from app.demo import demo_config
-from recrawl.rounds import STEPS, parse_date, round_id_for
+from recrawl.rules.rounds import STEPS, parse_date, round_id_for
 from tests.chromium import chromium_or_skip
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
@@ -81,7 +81,7 @@ def _served(web, url: str) -> bytes | None:
 @pytest.fixture(scope="module")
 def crawl(spark, tmp_path_factory):
     from app.cli import run_step
-    from recrawl.tables import init_tables, read
+    from recrawl.store.tables import init_tables, read
     from simweb import SimWeb
     from spark_jobs import inject
 
@@ -307,7 +307,7 @@ def test_headless_chromium_loads_a_replayed_page(crawl, pywb, tmp_path):
 
 
 def test_captures_have_url_index_columns_and_prune_by_month(spark, crawl):
-    from recrawl.tables import read
+    from recrawl.store.tables import read
 
     cfg = crawl["cfg"]
     caps = [r.asDict() for r in read(spark, cfg, "captures").collect()]

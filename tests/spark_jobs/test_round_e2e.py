@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import pytest
 
 from app.demo import demo_config
-from recrawl.rounds import STEPS, parse_date, round_id_for
+from recrawl.rules.rounds import STEPS, parse_date, round_id_for
 
 # One fixture runs three real rounds; on a loaded 2-core machine that can exceed the default.
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
@@ -30,7 +30,7 @@ ROUNDS = 3
 @pytest.fixture(scope="module")
 def crawl(spark, tmp_path_factory):
     from app.cli import run_step
-    from recrawl.tables import init_tables
+    from recrawl.store.tables import init_tables
     from simweb import SimWeb
     from spark_jobs import inject
 
@@ -74,7 +74,7 @@ class _Tee(io.StringIO):
 
 
 def _rows(spark, cfg, table, where="true"):
-    from recrawl.tables import read
+    from recrawl.store.tables import read
 
     return [r.asDict(recursive=True) for r in read(spark, cfg, table).where(where).collect()]
 
@@ -342,7 +342,7 @@ def test_rerunning_fetch_keeps_one_row_per_url_and_no_orphans(spark, crawl):
 
 
 def test_pagerank_scores_feed_generate_priority(spark, crawl):
-    from recrawl.tables import read
+    from recrawl.store.tables import read
     from spark_jobs import generate, pagerank
 
     cfg = crawl["cfg"].with_overrides({"pagerank.max_iterations": 8, "generate.max_per_host": 2})
@@ -371,7 +371,7 @@ def test_pagerank_scores_feed_generate_priority(spark, crawl):
     for r in chosen:
         assert r["priority"] == pytest.approx(expected_priority(by_url[r["url"]]), rel=1e-9)
     # Inside each host's cap, ceil(discovery_share x cap) slots go to never-fetched URLs first
-    # (recrawl.schedules.discovery_slots); the revisits chosen must outrank the revisits left.
+    # (recrawl.rules.schedules.discovery_slots); the revisits chosen must outrank the revisits left.
     compared = 0
     for host in {r["host"] for r in chosen}:
         picked = [
@@ -511,7 +511,7 @@ def test_a_fetch_of_unreachable_hosts_fails_its_gate_and_a_fixed_rerun_resumes(s
     # the fetch fails its no_pages gate with one line, the rounds row names the gate and the
     # step stays undone; run again with the hosts reachable, it passes and the round goes on.
     from app.cli import run_step
-    from recrawl.gates import GateFailed
+    from recrawl.rules.gates import GateFailed
 
     cfg = crawl["cfg"]
     logical = parse_date(START) + dt.timedelta(days=ROUNDS + 40)

@@ -254,9 +254,9 @@ def _drive(args: dict) -> dict:
     from app.cli import run_step
     from app.demo import demo_config
     from fetcher.storage import S3Options, Storage
-    from recrawl.rounds import parse_date, round_id_for
-    from recrawl.spark import get_spark
-    from recrawl.tables import init_tables, read
+    from recrawl.rules.rounds import parse_date, round_id_for
+    from recrawl.sparkenv.spark import get_spark
+    from recrawl.store.tables import init_tables, read
     from simweb import SimWeb
     from spark_jobs import inject
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from recrawl.allocation import rate_weight_bucket
-from recrawl.changerate import GammaPrior, estimate_from_history
-from recrawl.schedules import ChangeRateOptimalSchedule
+from recrawl.rules.allocation import rate_weight_bucket
+from recrawl.rules.changerate import GammaPrior, estimate_from_history
+from recrawl.rules.schedules import ChangeRateOptimalSchedule
 
 pytestmark = pytest.mark.spark
 
@@ -50,8 +50,8 @@ UNTOUCHED = {"http://a.test/old", "http://a.test/gone"}
 
 
 def _crawldb(spark, cfg, rows=ROWS):
-    from recrawl.schemas import CRAWLDB, TABLES
-    from recrawl.tables import conform, create_table
+    from recrawl.store.schemas import CRAWLDB, TABLES
+    from recrawl.store.tables import conform, create_table
 
     create_table(spark, cfg, TABLES["crawldb"])
     conform(spark.createDataFrame(rows, CRAWLDB), "crawldb").write.format("delta").mode(
@@ -151,7 +151,7 @@ def test_optimal_with_only_duplicates_fetched_gives_them_the_longest_interval(sp
 
 
 def test_optimal_plans_revisits_with_what_the_discovery_reserve_leaves(spark, cfg):
-    from recrawl.schedules import ChangeRateOptimalSchedule
+    from recrawl.rules.schedules import ChangeRateOptimalSchedule
 
     cfg = cfg.with_overrides({"schedule.policy": "optimal", "schedule.daily_budget": 3,
                               "generate.discovery_share": 0.4})
@@ -203,11 +203,11 @@ def test_pages_followed_by_trusted_signals_leave_the_allocation(spark, cfg, tmp_
     """A host whose signals are trusted for recall (here by the benchmarks' trust oracle) lists
     the fast page with a date: its signal decides, it gets the deferral cap as its interval,
     and its expected fetches come off the budget, but never the other pages' share of it
-    (recrawl.signal_trust.policy_budget): with one fetch a day and 1.8 expected chases, the page
+    (recrawl.rules.signal_trust.policy_budget): with one fetch a day and 1.8 expected chases, the page
     no signal follows still plans with a third of a fetch a day instead of waiting the longest
     interval."""
-    from recrawl.schemas import HOSTS, TABLES
-    from recrawl.tables import create_table
+    from recrawl.store.schemas import HOSTS, TABLES
+    from recrawl.store.tables import create_table
 
     oracle = tmp_path / "trust.json"
     oracle.write_text(json.dumps({"http://a.test": True}))
@@ -236,9 +236,9 @@ def test_followed_pages_rates_learn_from_the_reads_that_list_them_unchanged(spar
     so its rate falls between fetches. A page whose date moved (a change pending), a host
     read before our copy, and a rate that moves less than signals.requote_min_change are left
     alone; a re-run writes nothing more."""
-    from recrawl.changerate import lm_rate
-    from recrawl.schemas import HOSTS, TABLES
-    from recrawl.tables import create_table
+    from recrawl.rules.changerate import lm_rate
+    from recrawl.store.schemas import HOSTS, TABLES
+    from recrawl.store.tables import create_table
 
     oracle = tmp_path / "trust.json"
     oracle.write_text(json.dumps({"http://a.test": True, "http://b.test": True}))
@@ -284,11 +284,11 @@ def test_followed_pages_rates_learn_from_the_reads_that_list_them_unchanged(spar
 
 
 def test_last_modified_rate_in_sql_equals_page_rate(spark):
-    """The requote pass estimates in SQL (recrawl.changerate.lm_rate_sql over the history's mean
+    """The requote pass estimates in SQL (recrawl.rules.changerate.lm_rate_sql over the history's mean
     interval and visit count) what `page_rate` estimates in Python, on every shape of input:
     no history, an empty one, one with unusable entries, no changes, no exposure."""
-    from recrawl.changerate import history_mean_interval_sql, history_visits_sql, lm_rate_sql
-    from recrawl.schemas import HISTORY
+    from recrawl.rules.changerate import history_mean_interval_sql, history_visits_sql, lm_rate_sql
+    from recrawl.store.schemas import HISTORY
     from spark_jobs.schedule import page_rate
 
     prior = GammaPrior(0.1, 2.0)

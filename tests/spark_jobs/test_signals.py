@@ -10,7 +10,7 @@ import datetime as dt
 import pytest
 
 from app.demo import demo_config
-from recrawl.rounds import STEPS, parse_date, round_id_for
+from recrawl.rules.rounds import STEPS, parse_date, round_id_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(2400)]
 
@@ -21,7 +21,7 @@ ROUNDS = 4
 @pytest.fixture(scope="module")
 def crawl(spark, tmp_path_factory):
     from app.cli import run_step
-    from recrawl.tables import init_tables
+    from recrawl.store.tables import init_tables
     from simweb import SimWeb
     from simweb.response import EPOCH
     from spark_jobs import inject
@@ -51,7 +51,7 @@ def crawl(spark, tmp_path_factory):
 
 
 def _rows(spark, cfg, table, where="true"):
-    from recrawl.tables import read
+    from recrawl.store.tables import read
 
     return [r.asDict(recursive=True) for r in read(spark, cfg, table).where(where).collect()]
 
@@ -152,7 +152,7 @@ def test_revisits_check_each_hosts_signals(spark, crawl):
 
 
 def test_last_modified_counts_start_with_the_first_fetch(spark, crawl):
-    # recrawl.crawldb.lm_updates: the first fetch's Last-Modified is "a change at L, none
+    # recrawl.store.crawldb.lm_updates: the first fetch's Last-Modified is "a change at L, none
     # since" (one change and the copy's age); each revisit adds at most one change
     from email.utils import parsedate_to_datetime
 
@@ -187,7 +187,7 @@ def test_every_request_was_polite_and_allowed(crawl):
 
 def test_a_rerun_reads_nothing_and_changes_nothing(spark, crawl):
     from app.cli import run_step
-    from recrawl.tables import read
+    from recrawl.store.tables import read
 
     cfg, web = crawl["cfg"], crawl["web"]
     rid, logical, _ = crawl["rounds"][-1]

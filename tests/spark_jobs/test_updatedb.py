@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from recrawl.traps import url_shape, url_shape_sql
+from recrawl.rules.traps import url_shape, url_shape_sql
 
 URLS = [
     "http://t/cal/2026/11",
