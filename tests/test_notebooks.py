@@ -54,6 +54,8 @@ def test_notebook_executes_headless(sample, path, tmp_path, monkeypatch):
     from nbclient import NotebookClient
 
     monkeypatch.setenv("RECRAWL_CRAWL__HOME", sample.home)
+    # the kernel imports this checkout's code, whatever checkout the venv was installed from
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[1]))
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=120, kernel_name="python3",
