@@ -169,3 +169,15 @@ def test_every_job_has_its_test_file():
         if where is None or f"def {where[1]}" not in (tests / where[0]).read_text():
             missing.append(job)
     assert missing == []
+
+
+PRODUCT = ("recrawl", "analyst", "fetcher", "spark_jobs", "app", "dags")
+MAX_LINES = 500
+
+
+def test_no_product_file_is_over_500_lines():
+    """Short modules with names that say what they hold: a file past 500 lines holds more than
+    one concern and is split by concern, not by size."""
+    long = [f"{p.relative_to(ROOT)}: {n}" for pkg in PRODUCT for p in sorted((ROOT / pkg).rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LINES]
+    assert long == []
