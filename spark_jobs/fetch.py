@@ -9,7 +9,9 @@ row references — from failed attempts or an earlier run of the step — are de
 re-run leaves exactly one row per URL and no referenced file is ever missing. WARCs go through
 `fetcher.storage` (local folder or s3a://); listing and deleting here use Hadoop's FileSystem,
 like the tables. Last, the round's CDXJ index is written next to its WARCs
-(`warc/<round>/index.cdxj`, `fetcher.cdxj`).
+(`warc/<round>/index.cdxj`, `fetcher.cdxj`). With `parse.inline` the tasks also parse their
+pages as they fetch them (`recrawl.parsepool`) and their "page" records are written to
+`spark_jobs.parse.inline_dir` for the parse step, the owner of `pages` and `links`, to commit.
 
 A re-run (an earlier attempt left WARC files, staging output or published rows) cannot know
 when the killed attempt last requested each host, so every host first waits its delay

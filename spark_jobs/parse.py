@@ -6,6 +6,13 @@ decompressed-size cap, so a stored bomb cannot blow a task's memory at parse tim
 that breaks the parser becomes a row with `parse_error` set, never a failed task.
 Outputs: `pages` (one row per parsed response; the round's partition replaced) and `links`
 (the *latest* outlinks of each page: the page's rows from earlier rounds are removed).
+
+With `parse.inline` the round's fetch already parsed its responses from the records it wrote
+and left the rows under `inline_dir`: this step then commits those, reads from the WARCs only
+the fetched responses they lack, and deletes the folder, so that a re-run (or a re-parse of a
+past round after an extractor upgrade) reads the WARCs. Both paths call
+`recrawl.pagerows.parse_record` on the same record bytes (docs/architecture.md, "Parsing
+inside the fetch").
 """
 
 from __future__ import annotations
