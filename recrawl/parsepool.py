@@ -12,12 +12,17 @@ where the extractor's CPU limit (recrawl/cpu_limit.py) is armed as in the parse 
 
 A pool that breaks (a worker killed, say) loses only the rows not yet returned: those pages
 are absent from :meth:`ParsePool.results` and the parse step reads them back from the WARCs.
+A worker whose parent dies (an executor killed mid-fetch takes its Python workers with it)
+exits within a second instead of waiting on its queue forever.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from io import BytesIO
 from typing import Any
@@ -39,6 +44,17 @@ def _ready() -> int:
     return multiprocessing.current_process().pid or 0
 
 
+def _exit_with_parent(parent: int) -> None:
+    """In a worker: exit once the fetch task's process is gone (re-parented)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 class ParsePool:
     """`workers` processes parsing one fetch task's pages; :meth:`submit` never blocks on a
     parse."""
@@ -48,7 +64,9 @@ class ParsePool:
         self.round_id = round_id
         # fork: the children inherit the imported parser; forked now, before any fetch thread
         self._pool = ProcessPoolExecutor(max(1, workers),
-                                         mp_context=multiprocessing.get_context("fork"))
+                                         mp_context=multiprocessing.get_context("fork"),
+                                         initializer=_exit_with_parent,
+                                         initargs=(os.getpid(),))
         self._pool.submit(_ready).result()  # with fork, every worker starts on the first submit
         self._futures: list[Future] = []
         self.submitted = 0
