@@ -36,11 +36,17 @@ def warcinfo(settings: FetchSettings, warc_prefix: str) -> dict[str, str]:
 
 
 def write_exchange(writer: warc.WarcWriter, ex: Exchange, status: str, *, chain: list[str],
-                   item: FetchItem | None = None, error: str | None = None) -> dict[str, Any]:
-    """Archive ``ex`` (see ``fetcher.capture``); returns the row values pointing at it."""
+                   item: FetchItem | None = None, error: str | None = None,
+                   keep: bool = False) -> dict[str, Any]:
+    """Archive ``ex`` (see ``fetcher.capture``); returns the row values pointing at it, and
+    with ``keep`` the gzip member of a ``response`` record as ``warc_member`` (not a row
+    value: the caller pops it)."""
     records, values = exchange_records(ex, status, chain=chain, item=item, error=error)
-    loc = writer.write(records)[0]
+    main = records[0].rec_type
+    loc = writer.write(records, keep_first=keep and main == "response")[0]
     # A bomb keeps only request and metadata: no record for the row to point at.
-    if records[0].rec_type != "request":
+    if main != "request":
         values.update(warc_file=loc.path, warc_offset=loc.offset, warc_length=loc.length)
+    if loc.member is not None:
+        values["warc_member"] = loc.member
     return values

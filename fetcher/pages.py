@@ -5,6 +5,11 @@ conditional on its stored validators. The response is classified (``fetcher.clas
 archived (``fetcher.archive``) and becomes the item's row (``fetcher.rows``) -- unless it is a
 same-host redirect to follow (``fetcher.redirects``), which goes back to the front of the queue.
 429/503 with a usable ``Retry-After`` pause the queue instead of counting as a failure.
+
+``on_capture`` (the fetch's inline parse, ``parse.inline``) is handed each fetched page's
+``response`` record as written -- the row values the parse needs and the record's gzip
+member -- after its row is set; it must only enqueue: it runs on the worker thread that holds
+the host's slot, before the slot is released.
 """
 
 from __future__ import annotations
@@ -23,17 +28,22 @@ from fetcher.rows import Rows
 from fetcher.settings import FetchSettings
 from fetcher.tasks import Slot, Task
 
+Capture = Callable[[dict[str, Any], bytes], None]
+
 
 class PageFetch:
-    """Page requests of one run; rows go to ``rows``, exchanges to ``writer``."""
+    """Page requests of one run; rows go to ``rows``, exchanges to ``writer``, fetched
+    ``response`` records to ``on_capture``."""
 
     def __init__(self, settings: FetchSettings, client: Client, writer: warc.WarcWriter,
-                 rows: Rows, *, wallclock: Callable[[], float]) -> None:
+                 rows: Rows, *, wallclock: Callable[[], float],
+                 on_capture: Capture | None = None) -> None:
         self.settings = settings
         self.client = client
         self.writer = writer
         self.rows = rows
         self.wallclock = wallclock
+        self.on_capture = on_capture
 
     def fetch(self, h: Host, task: Task) -> Slot:
         s = self.settings
@@ -92,10 +102,18 @@ class PageFetch:
         row: dict[str, Any] = {}
         if status == m.REDIRECT:
             row = redirect_row_values(task, ex, s.norm_rules)
+        keep = self.on_capture is not None and status == m.FETCHED
         if ex.status is not None:
             row.update(write_exchange(self.writer, ex, status, chain=task.chain, item=item,
-                                      error=row.get("error", error)))
+                                      error=row.get("error", error), keep=keep))
+        member = row.pop("warc_member", None)
         # A filtered_type row keeps the digest and length of what its head-only record
         # stores (an empty payload): row and record agree.
         self.rows.page(task, status, error=row.pop("error", error), exchange=ex, **row)
+        if member is not None and self.on_capture is not None:
+            self.on_capture({"url": item.url, "final_url": task.url,
+                             "content_type": ex.header("Content-Type"),
+                             "warc_file": row["warc_file"], "warc_offset": row["warc_offset"],
+                             "warc_length": row["warc_length"],
+                             "payload_digest": row.get("payload_digest")}, member)
         return slot

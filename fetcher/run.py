@@ -51,7 +51,7 @@ from fetcher.client import Client
 from fetcher.dns import Resolver, SSRFGuard
 from fetcher.hosts import Host, Hosts
 from fetcher.models import FetchItem, FetchOutcome
-from fetcher.pages import PageFetch
+from fetcher.pages import Capture, PageFetch
 from fetcher.progress import SLOWEST, StatusWriter
 from fetcher.robots_fetch import RobotsFetch
 from fetcher.rows import Rows, host_rows
@@ -83,6 +83,8 @@ class Fetcher:
         storage: how ``warc_dir`` is reached (:mod:`fetcher.storage`; S3 settings).
         status_uri: where a status record of the run is written every ``status_interval_s``
             seconds while it runs (:mod:`fetcher.progress`); None: no progress records.
+        on_capture: called with each fetched page's ``response`` record (row values and gzip
+            member, :mod:`fetcher.pages`) from the worker thread; it must only enqueue.
     """
 
     def __init__(self, settings: FetchSettings, warc_dir: str, warc_prefix: str, *,
@@ -92,8 +94,10 @@ class Fetcher:
                  wallclock: Callable[[], float] = time.time,
                  storage: Storage | None = None,
                  status_uri: str | None = None,
-                 status_interval_s: float = 5.0) -> None:
+                 status_interval_s: float = 5.0,
+                 on_capture: Capture | None = None) -> None:
         self.settings = settings
+        self.on_capture = on_capture
         self.status_uri = status_uri
         self.status_interval_s = status_interval_s
         self.warc_dir = warc_dir
@@ -128,7 +132,8 @@ class Fetcher:
                         budget_end=self._budget_end)
         self._robots = RobotsFetch(s, self._hosts, client, self._warc, now=self._now,
                                    queue_hop=self._queue_robots_hop)
-        self._pages = PageFetch(s, client, self._warc, self._rows, wallclock=self.wallclock)
+        self._pages = PageFetch(s, client, self._warc, self._rows, wallclock=self.wallclock,
+                                on_capture=self.on_capture)
 
         self._enqueue(items)
         if self.resume:

@@ -50,7 +50,7 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from io import BytesIO
 
@@ -225,11 +225,14 @@ def payload_digest(record: ArcWarcRecord) -> str | None:
 
 @dataclass(frozen=True)
 class RecordLocation:
-    """Where a record landed: final file path, offset and length of its gzip member."""
+    """Where a record landed: final file path, offset and length of its gzip member; with
+    ``write(..., keep_first=True)`` the first record's member itself (``member``), the bytes
+    the file holds at ``offset`` (the fetch's inline parse reads them, recrawl.content.pagerows)."""
 
     path: str
     offset: int
     length: int
+    member: bytes | None = field(default=None, repr=False, compare=False)
 
 
 class WarcWriter:
@@ -250,8 +253,10 @@ class WarcWriter:
         self._seq = 0
         self._closed: list[str] = []
 
-    def write(self, records: list[ArcWarcRecord]) -> list[RecordLocation]:
-        """Write ``records`` contiguously into one file; returns each record's location."""
+    def write(self, records: list[ArcWarcRecord], *,
+              keep_first: bool = False) -> list[RecordLocation]:
+        """Write ``records`` contiguously into one file; returns each record's location (the
+        first with its gzip member when ``keep_first``)."""
         members = [serialize(r, self.gzip_level) for r in records]
         total = sum(len(m) for m in members)
         with self._lock:
@@ -262,8 +267,9 @@ class WarcWriter:
             assert self._fh is not None and self._path is not None
             locations = []
             offset = self._fh.tell()
-            for m in members:
-                locations.append(RecordLocation(self._path, offset, len(m)))
+            for i, m in enumerate(members):
+                locations.append(RecordLocation(self._path, offset, len(m),
+                                                m if keep_first and i == 0 else None))
                 offset += len(m)
             self._fh.write(b"".join(members))
             self._size = offset

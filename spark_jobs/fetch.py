@@ -9,7 +9,9 @@ row references — from failed attempts or an earlier run of the step — are de
 re-run leaves exactly one row per URL and no referenced file is ever missing. WARCs go through
 `fetcher.storage` (local folder or s3a://); listing and deleting here use Hadoop's FileSystem,
 like the tables. Last, the round's CDXJ index is written next to its WARCs
-(`warc/<round>/index.cdxj`, `fetcher.cdxj`).
+(`warc/<round>/index.cdxj`, `fetcher.cdxj`). With `parse.inline` the tasks also parse their
+pages as they fetch them (`recrawl.content.parsepool`) and their "page" records are written to
+`spark_jobs.parse.inline_dir` for the parse step, the owner of `pages` and `links`, to commit.
 
 A re-run (an earlier attempt left WARC files, staging output or published rows) cannot know
 when the killed attempt last requested each host, so every host first waits its delay
@@ -31,6 +33,7 @@ from fetcher.cdxj import write_index
 from fetcher.stats import step_counts
 from fetcher.storage import S3Options, Storage
 from recrawl.config import Config, ConfigError
+from recrawl.content.parsepool import ParsePool
 from recrawl.sparkenv.cluster import executor_id
 from recrawl.sparkenv.joblabels import stage
 from recrawl.store.hostdb import record_fetch
@@ -46,6 +49,7 @@ from recrawl.store.tables import (
 )
 from spark_jobs.common import norm_rules
 from spark_jobs.fetch_progress import FetchMonitor
+from spark_jobs.parse import inline_dir, parse_options, parsed_schema
 
 
 def _json_default(value):
@@ -60,11 +64,15 @@ def fetch_partition(
     rows: Iterable, settings_map: dict, warc_dir: str, prefix: str, resume: bool = False,
     s3: S3Options | None = None, started_dir: str | None = None,
     status_dir: str | None = None, status_interval_s: float = 5.0,
+    parse: dict | None = None,
 ) -> Iterator[tuple[str, str]]:
     """The per-task body: fetch the partition's URLs and yield (kind, json) records.
 
     `resume` (or a retried task or stage attempt) makes every host wait its delay before its
     first request: the earlier attempt's last request times are lost with it (`Fetcher` docs).
+    With `parse` (`parse.inline`: {"opts", "round_id", "workers"}) every fetched response is
+    parsed by the task's `recrawl.content.parsepool.ParsePool` while the fetch goes on, and yields a
+    "page" record (a `pages` row with nested `links`).
     """
     from pyspark import TaskContext  # lazy: pyspark
 
@@ -107,11 +115,21 @@ def fetch_partition(
                 if r["robots_expires_at"] else None,
             }
     settings = FetchSettings.from_mapping(settings_map)
-    fetcher = Fetcher(settings, warc_dir, f"{prefix}-p{part:05d}-a{attempt}",
-                      robots_cache=robots_cache, resume=resume or retried, storage=storage,
-                      status_uri=f"{status_dir}/p{part:05d}.json" if status_dir else None,
-                      status_interval_s=status_interval_s)
-    outcome = fetcher.run(items)
+    # forked before the fetch threads start
+    pool = ParsePool(parse["opts"], parse["round_id"], parse["workers"]) if parse else None
+    try:
+        fetcher = Fetcher(settings, warc_dir, f"{prefix}-p{part:05d}-a{attempt}",
+                          robots_cache=robots_cache, resume=resume or retried, storage=storage,
+                          status_uri=f"{status_dir}/p{part:05d}.json" if status_dir else None,
+                          status_interval_s=status_interval_s,
+                          on_capture=pool.submit if pool else None)
+        outcome = fetcher.run(items)
+        pages = pool.results() if pool else []
+    finally:
+        if pool:
+            pool.close()
+    for page in pages:
+        yield ("page", json.dumps(page, default=_json_default))
     executor = executor_id()
     for row in outcome.rows:
         yield ("fetch", json.dumps({**row, "executor_id": executor}, default=_json_default))
@@ -131,6 +149,12 @@ def fs_list(spark, directory: str) -> list[str]:
         return []
     return [str(s.getPath().toUri().getPath()) if directory.startswith("/") else str(s.getPath())
             for s in fs.listStatus(path) if s.isFile()]
+
+
+def fs_exists(spark, target: str) -> bool:
+    """Whether `target` exists, through Hadoop's FileSystem (local or s3a)."""
+    path = spark._jvm.org.apache.hadoop.fs.Path(target)
+    return bool(path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(path))
 
 
 def fs_delete(spark, target: str) -> None:
@@ -251,9 +275,18 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     status_root = f"{cfg.home}/staging/fetch-progress/{round_id}"
     status_dir = f"{status_root}/{nonce}" if interval > 0 else None
 
+    # Inline parse (parse.inline): the pages go to inline_dir for the parse step to commit; an
+    # earlier fetch's are gone first, so that a fetch without it leaves the parse step to read
+    # the WARCs.
+    parsed_dir = inline_dir(cfg, round_id)
+    fs_delete(spark, parsed_dir)
+    parse = ({"opts": parse_options(cfg), "round_id": round_id,
+              "workers": max(1, int(cfg.get("parse.inline_workers")))}
+             if cfg.get("parse.inline") else None)
+
     def body(it):
         return fetch_partition((kv[1] for kv in it), settings_map, warc_dir, f"{round_id}-{nonce}",
-                               resume, s3, started_dir, status_dir, interval)
+                               resume, s3, started_dir, status_dir, interval, parse)
 
     # Identity partitioner: fetch-list partition p is Spark partition p, one task each.
     rdd = (
@@ -295,6 +328,12 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     }
     # the step's counts, the gates' input: one function with the fetcher core's tests
     counts = step_counts(statuses, hosts_stats, task_stats)
+    pages_inline = 0
+    if parse:
+        stage(spark, "staging the pages parsed inline")
+        inline = staged_rows(staged, "page", parsed_schema())
+        inline.write.mode("overwrite").parquet(parsed_dir)
+        pages_inline = spark.read.parquet(parsed_dir).count()
     fs_delete(spark, staging)
     fs_delete(spark, started_root)
     fs_delete(spark, status_root)
@@ -305,6 +344,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     counts["warc_orphans_removed"] = removed
     counts["resumed"] = int(resume)
     counts["cdxj_lines"] = cdxj_lines
+    counts["pages_inline"] = pages_inline
     return counts
 
 

@@ -6,6 +6,13 @@ decompressed-size cap, so a stored bomb cannot blow a task's memory at parse tim
 that breaks the parser becomes a row with `parse_error` set, never a failed task.
 Outputs: `pages` (one row per parsed response; the round's partition replaced) and `links`
 (the *latest* outlinks of each page: the page's rows from earlier rounds are removed).
+
+With `parse.inline` the round's fetch already parsed its responses from the records it wrote
+and left the rows under `inline_dir`: this step then commits those, reads from the WARCs only
+the fetched responses they lack, and deletes the folder, so that a re-run (or a re-parse of a
+past round after an extractor upgrade) reads the WARCs. Both paths call
+`recrawl.content.pagerows.parse_record` on the same record bytes (docs/architecture.md, "Parsing
+inside the fetch").
 """
 
 from __future__ import annotations
@@ -15,115 +22,67 @@ from collections.abc import Iterable, Iterator
 from io import BytesIO
 
 from recrawl.config import Config
-from recrawl.content.captures import sniff_mime
 from recrawl.content.extract import extractor
-from recrawl.content.linkfilter import filter_reason
-from recrawl.content.parsing import MAX_EXTRACT_MS, parse_html
-from recrawl.content.sitemaps import is_sitemap, sitemap_locs
-from recrawl.content.urlnorm import host_key_or_none, try_normalize
+from recrawl.content.pagerows import UnchangedPayload, parse_record, record_payload
+from recrawl.content.urlnorm import host_key_or_none
 from recrawl.sparkenv.joblabels import stage
 from spark_jobs import captures
 from spark_jobs.common import filter_rules, norm_rules
 
+__all__ = ["UnchangedPayload", "inline_dir", "parse_options", "parse_rows", "read_payload", "run"]
+
 LINK_STRUCT = "array<struct<dst_url:string,anchor:string,kind:string>>"
 
 
-class UnchangedPayload(Exception):
-    """The record is an identical-payload revisit: the page did not change."""
+def _opener(warc_file: str, offset: int, length: int | None, storage):
+    """A function opening the record at `offset`: on S3 (`s3a://`) with the record's `length`
+    (fetches.warc_length) exactly that byte range, one ranged GET; otherwise the file, from
+    `offset` on."""
+    from fetcher.storage import is_remote  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
+
+    def open_record():
+        if length and is_remote(warc_file):
+            return BytesIO(storage.read_range(warc_file, offset, length))
+        fh = storage.open_read(warc_file)
+        fh.seek(offset)
+        return fh
+
+    return open_record
 
 
 def read_payload(warc_file: str, offset: int, max_bytes: int, *, length: int | None = None,
                  storage=None) -> tuple[bytes, str | None, dict]:
-    """The HTTP payload (decoded, capped) and content type of the record at `offset`.
+    """The HTTP payload (decoded, capped) and content type of the record at `offset`
+    (`recrawl.content.pagerows.record_payload`); :class:`UnchangedPayload` for a revisit."""
+    from fetcher.storage import Storage  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
 
-    On S3 (`s3a://`) with the record's `length` (fetches.warc_length) exactly that byte range
-    is read, one ranged GET; otherwise the file is opened and read from `offset` on.
-    """
-    from warcio.archiveiterator import ArchiveIterator  # lazy: heavy (warcio)
-
-    from fetcher.storage import Storage, is_remote  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
-
-    storage = storage or Storage()
-    if length and is_remote(warc_file):
-        fh = BytesIO(storage.read_range(warc_file, offset, length))
-    else:
-        fh = storage.open_read(warc_file)
-        fh.seek(offset)
-    with fh:
-        for record in ArchiveIterator(fh):
-            if record.rec_type == "revisit":
-                # identical payload to the previous capture: nothing new to parse
-                raise UnchangedPayload(record.rec_headers.get_header("WARC-Refers-To-Target-URI"))
-            headers = record.http_headers
-            ctype = headers.get_header("Content-Type") if headers else None
-            stream = record.content_stream()
-            body = stream.read(max_bytes)
-            meta = {"truncated": bool(stream.read(1))}
-            return body, ctype, meta
-    raise ValueError(f"no WARC record at {warc_file}:{offset}")
+    with _opener(warc_file, offset, length, storage or Storage())() as fh:
+        try:
+            return record_payload(fh, max_bytes)
+        except ValueError:
+            raise ValueError(f"no WARC record at {warc_file}:{offset}") from None
 
 
 def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
-    """Parse one partition's fetched rows; yields `pages` rows with nested outlinks."""
+    """Parse one partition's fetched rows from their WARC records; yields `pages` rows with
+    nested outlinks (`recrawl.content.pagerows.parse_record`, which the fetch's inline parse calls too)."""
     from fetcher.storage import Storage  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
-    from recrawl.content.fingerprint import simhash64, text_hash  # lazy: heavy (simhash, numpy)
 
     storage = Storage(opts.get("s3"))
     for r in sorted(rows, key=lambda x: (x["warc_file"] or "", x["warc_offset"] or 0)):
-        out = {
-            "round_id": r["round_id"], "url": r["url"], "warc_file": r["warc_file"],
-            "warc_offset": r["warc_offset"], "payload_digest": r["payload_digest"],
-            "links": [], "text_len": 0, "outlink_count": 0,
-        }
-        try:
-            body, ctype, _ = read_payload(r["warc_file"], r["warc_offset"], opts["max_bytes"],
-                                          length=r.get("warc_length"), storage=storage)
-        except UnchangedPayload:
-            continue
-        except Exception as exc:  # a corrupt or truncated WARC is recorded, not fatal
-            out["parse_error"] = f"warc: {type(exc).__name__}: {exc}"[:500]
+        out = parse_record(r, _opener(r["warc_file"], r["warc_offset"], r.get("warc_length"),
+                                      storage), opts)
+        if out is not None:
             yield out
-            continue
-        out["mime_detected"] = sniff_mime(body)
-        base = r["final_url"] or r["url"]
-        if is_sitemap(body, ctype or r["content_type"]):
-            links = []
-            for loc in sitemap_locs(body, opts["max_sitemap_urls"]):
-                url, _ = try_normalize(loc, rules=opts["norm_rules"])
-                if url and filter_reason(url, opts["filter_rules"]) is None:
-                    links.append({"dst_url": url, "anchor": "", "kind": "sitemap"})
-            out.update(title="sitemap", text="", links=links, outlink_count=len(links))
-            yield out
-            continue
-        page = parse_html(
-            body, ctype or r["content_type"], base,
-            extract_text=opts["extract_text"], extractor=opts.get("extractor", "trafilatura"),
-            max_extract_ms=opts.get("max_extract_ms", MAX_EXTRACT_MS), norm_rules=opts["norm_rules"],
-            filter_rules=opts["filter_rules"], max_outlinks=opts["max_outlinks"],
-        )
-        text = page.text or ""
-        out.update(
-            title=page.title, lang=page.lang, text=text, text_len=len(text), date=page.date,
-            canonical_url=page.canonical_url, parse_error=page.error, charset=page.encoding,
-            content_hash=text_hash(text) if text else None,
-            simhash=simhash64(text) if text else None, text_extractor=page.text_extractor,
-        )
-        links = [] if page.meta_robots_nofollow else page.outlinks
-        out["links"] = [{"dst_url": o.url, "anchor": o.anchor, "kind": o.kind} for o in links]
-        out["outlink_count"] = len(out["links"])
-        yield out
 
 
-def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
-    from pyspark.sql import functions as F  # lazy: pyspark
-    from pyspark.sql.types import StructField, StructType  # lazy: pyspark
-
+def parse_options(cfg: Config) -> dict:
+    """What a page's parse depends on (`recrawl.content.pagerows`), for both paths: the parse step's
+    tasks and the fetch's inline parse."""
     from fetcher.storage import S3Options  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
-    from recrawl.store.schemas import PAGES  # lazy: pyspark (via recrawl.store.schemas)
-    from recrawl.store.tables import read, replace_round, sql_str  # lazy: pyspark (via recrawl.store.tables)
 
     p = cfg.section("parse")
-    opts = {
+    return {
         "max_bytes": int(cfg.get("fetcher.max_decompressed_bytes")),
         "extract_text": bool(p["extract_text"]),
         "extractor": extractor(cfg),
@@ -135,21 +94,63 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         # WARCs on s3a:// are read by Python (s3fs) with the same endpoint settings as Spark's.
         "s3": S3Options.from_spark_conf(cfg.get("spark.extra")),
     }
-    fetched = (
-        read(spark, cfg, "fetches")
-        .where(f"round_id = {sql_str(round_id)} AND fetch_status = 'fetched'")
-        .where("warc_file IS NOT NULL")
-        .select("round_id", "url", "final_url", "content_type", "warc_file", "warc_offset",
-                "warc_length", "payload_digest")
-    )
-    from pyspark.sql.types import ArrayType, StringType  # lazy: pyspark
+
+
+def inline_dir(cfg: Config, round_id: str) -> str:
+    """Where the round's fetch leaves the pages it parsed inline (`parse.inline`) for this
+    step to commit: Parquet rows of `pages` with nested `links`."""
+    return f"{cfg.home}/staging/parsed/{round_id}"
+
+
+def parsed_schema():
+    """The rows both parse paths produce: `pages` columns plus the nested `links`."""
+    from pyspark.sql.types import ArrayType, StringType, StructField, StructType  # lazy: pyspark
+
+    from recrawl.store.schemas import PAGES  # lazy: pyspark (via recrawl.store.schemas)
 
     link_t = ArrayType(StructType([
         StructField("dst_url", StringType()), StructField("anchor", StringType()),
         StructField("kind", StringType()),
     ]))
-    out_schema = StructType(list(PAGES.fields) + [StructField("links", link_t)])
+    return StructType(list(PAGES.fields) + [StructField("links", link_t)])
+
+
+def inline_parsed(spark, cfg: Config, round_id: str):
+    """The pages the round's fetch parsed inline, or None when it left none (`parse.inline`
+    off, a fetch from before it, or this step committed them already: a re-run parses the
+    WARCs)."""
+    from spark_jobs.fetch import fs_exists  # lazy: spark_jobs.fetch imports this module
+
+    folder = inline_dir(cfg, round_id)
+    if not fs_exists(spark, f"{folder}/_SUCCESS"):
+        return None
+    return spark.read.schema(parsed_schema()).parquet(folder)
+
+
+def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    from recrawl.store.tables import read, replace_round, sql_str  # lazy: pyspark (via recrawl.store.tables)
+    from spark_jobs.fetch import fs_delete  # lazy: spark_jobs.fetch imports this module
+
+    opts = parse_options(cfg)
+    fetched = (
+        read(spark, cfg, "fetches")
+        .where(f"round_id = {sql_str(round_id)} AND fetch_status = 'fetched'")
+        .where("warc_file IS NOT NULL")
+        .select("round_id", "url", "final_url", "content_type", "warc_file", "warc_offset",
+                "warc_length", "payload_digest", "warc_type")
+    )
+    out_schema = parsed_schema()
     cols = [f.name for f in out_schema.fields]
+    inline = inline_parsed(spark, cfg, round_id)
+    if inline is not None:
+        # The fetch parsed its responses as it fetched them (parse.inline); only what it left
+        # (none, unless a task's parse pool failed) is read back from the WARCs. A revisit
+        # has no payload to parse either way.
+        fetched = (fetched.where("coalesce(warc_type, 'response') != 'revisit'")
+                   .join(inline.select("url"), "url", "left_anti"))
+    fetched = fetched.drop("warc_type")
     n_parts = max(1, int(cfg.get("spark.shuffle_partitions")))
     rdd = (
         fetched.repartition(n_parts, "warc_file").rdd
@@ -157,7 +158,10 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .map(lambda d: tuple(d.get(c) for c in cols))
     )
     stage(spark, "parsing the round's WARC records")
-    parsed = spark.createDataFrame(rdd, out_schema).cache()
+    parsed = spark.createDataFrame(rdd, out_schema)
+    if inline is not None:
+        parsed = inline.where(F.col("round_id") == round_id).select(*cols).unionByName(parsed)
+    parsed = parsed.cache()
     replace_round(parsed.drop("links"), cfg, "pages", round_id)
 
     host_udf = F.udf(lambda u: host_key_or_none(u), "string")  # noqa: PLW0108 - no hint inference
@@ -183,7 +187,12 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # The round's captures with URL-index columns (they need this parse's MIME and language).
     stage(spark, "indexing captures")
     n_captures = captures.run(spark, cfg, round_id)
+    n_inline = 0
+    if inline is not None:
+        n_inline = inline.count()
+        fs_delete(spark, inline_dir(cfg, round_id))  # committed: a re-run parses the WARCs
     return {
+        "parsed_inline": n_inline,  # the others were read back from the WARCs
         "pages": int(stats["pages"] or 0),
         "parse_errors": int(stats["parse_errors"] or 0),
         "outlinks": link_count,

@@ -2,7 +2,7 @@
 
 This job builds the MERGE's source (the round's fetches with their parse and dedup verdicts,
 and the URLs its links, redirects and sitemaps point to); recrawl/store/crawldb.py, crawldb's owner,
-writes it (`apply_round`), with the transitions of recrawl/crawldb_rules.next_status:
+writes it (`apply_round`), with the transitions of recrawl/rules/crawldb_rules.next_status:
   fetched                  -> fetched (or duplicate when dedup marked it), retries reset
   not_modified             -> fetched (no change recorded)
   redirect                 -> redirect_perm (301/308) / redirect_temp; the target is added

@@ -1,6 +1,6 @@
 """The freshness-optimal allocation of a fetch budget (Cho & Garcia-Molina 2000/2003).
 
-The solver behind the `optimal` revisit policy (recrawl/schedules.ChangeRateOptimalSchedule):
+The solver behind the `optimal` revisit policy (recrawl/rules/schedules.ChangeRateOptimalSchedule):
 the freshness of a Poisson page refreshed at a frequency, the optimal frequency for a
 Lagrange multiplier, a fast vectorized inverse of the marginal-gain function, the bisection on
 the multiplier, and the (rate, weight) histogram buckets that let the driver solve for a

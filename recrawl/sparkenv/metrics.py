@@ -49,7 +49,7 @@ FAMILIES = (
 
 # Fetch counts that are not URL outcomes (the rest of the fetch step's counts are statuses).
 _FETCH_STATS = {"urls", "executors", "warc_files", "warc_orphans_removed", "resumed",
-                "cdxj_lines", "requests", "bytes", "hosts", "robots_unavailable_hosts",
+                "cdxj_lines", "pages_inline", "requests", "bytes", "hosts", "robots_unavailable_hosts",
                 "politeness_wait_ms", "politeness_violations", "politeness_worst_short_ms",
                 "requests_per_host_p50", "requests_per_host_p90", "requests_per_host_p99",
                 "requests_per_host_max", "task_max_ms", "polite_floor_ms"}

@@ -1,0 +1,145 @@
+"""Parse inside the fetch (`parse.inline`) against parse after fetch, side by side on one web.
+
+    .venv/bin/python benchmarks/parse_inline.py [--sites 40 --pages 50 --delay 0.1 --threads 32]
+        [--hostile] [--steps generate,fetch,parse,dedup] [--set SECTION.KEY=VALUE ...]
+
+Every page of `--sites` simulated sites (`--pages` each; `--hostile` adds the hostile hosts'
+home pages) is injected, so round 0 fetches them all. The round's steps then run on two crawl
+homes in one Spark session, step by step alternately (the same machine load for both): the
+separate path (`parse.inline = false`: the parse step reads the WARCs) and the inline one (the
+default). Per step and path: wall seconds, CPU seconds of the whole process tree (this driver,
+its JVM, the Python workers and the parse pools' processes: psutil, children included) and the
+Spark job stages that cost the most wall time (`recrawl.sparkenv.joblabels.stage` names them). Last,
+pages per second of the steps run (`--steps`, default the whole round; updatedb and schedule
+read the same tables on both paths, so on a loaded machine `--steps generate,fetch,parse,dedup`
+keeps a run under five minutes), and the tables compared URL by URL
+(benchmarks/round_cost.compare_tables, plus `duplicates`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from round_cost import _jobs, _label, _overrides, compare_tables  # noqa: E402
+
+PATHS = ("separate", "inline")
+
+
+def tree_cpu() -> float:
+    """CPU seconds of this process and every descendant (reaped children's included)."""
+    total = 0.0
+    me = psutil.Process()
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sites", type=int, default=40)
+    ap.add_argument("--pages", type=int, default=50)
+    ap.add_argument("--delay", type=float, default=0.1, help="fetcher.min_delay_s")
+    ap.add_argument("--threads", type=int, default=32, help="fetcher.threads")
+    ap.add_argument("--hostile", action="store_true", help="seed the hostile hosts too")
+    ap.add_argument("--top", type=int, default=4, help="job stages listed per step and path")
+    ap.add_argument("--steps", default="", help="comma-separated steps (default: the round's)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+
+    from app.cli import run_step
+    from app.demo import demo_config
+    from recrawl.rules.rounds import STEPS, parse_date, round_id_for
+    from recrawl.sparkenv.spark import get_spark
+    from recrawl.store.tables import init_tables, read
+    from simweb import SimWeb
+    from spark_jobs import inject
+
+    overrides = {
+        "fetcher.min_delay_s": args.delay, "fetcher.threads": args.threads,
+        "fetcher.time_budget_s": 600.0, "generate.top_n": args.sites * args.pages + 1000,
+        "generate.max_per_host": args.pages + 10, "crawl.max_depth": 10,
+        "spark.extra": {"spark.ui.retainedJobs": "100000"},
+        **_overrides(args.set, "--set"),
+    }
+    with tempfile.TemporaryDirectory() as tmp, SimWeb(seed=7, n_sites=args.sites,
+                                                      pages_per_site=args.pages) as web:
+        cfgs = [demo_config(f"{tmp}/{name}", **overrides) for name in PATHS]
+        cfgs[0] = cfgs[0].with_overrides({"parse.inline": False}, "separate")
+        cfgs[1] = cfgs[1].with_overrides({"parse.inline": True}, "inline")
+        spark = get_spark(cfgs[0], "parse-inline")
+        seen = {j[0] for j in _jobs(spark)}
+        urls = [u for h in web.hosts() if h.startswith("site") for u in web.truth.pages(h)]
+        if args.hostile:
+            urls += [u for u in web.seed_urls() if not u.split("/")[2].startswith("site")]
+        seeds = f"{tmp}/seeds.txt"
+        Path(seeds).write_text("\n".join(urls) + "\n")
+        start = parse_date("2026-11-01")
+        for cfg in cfgs:
+            init_tables(spark, cfg)
+            inject.run(spark, cfg, seeds, start)
+        seen.update(j[0] for j in _jobs(spark))
+        rid = round_id_for(cfgs[0], start)
+        wall = defaultdict(float)
+        cpu = defaultdict(float)
+        stages: dict[tuple[str, str], dict[str, float]] = {}
+        counts: dict[tuple[str, str], dict] = {}
+        print(f"{len(urls)} URLs injected; {args.sites} sites x {args.pages} pages, delay "
+              f"{args.delay} s, {args.threads} threads per fetch task")
+        print(f"{'step':10s} {'separate wall':>14s} {'CPU':>7s} {'inline wall':>12s} {'CPU':>7s}")
+        for step in [s for s in STEPS if not args.steps or s in args.steps.split(",")]:
+            line = f"{step:10s}"
+            for path, cfg in zip(PATHS, cfgs, strict=True):
+                c0, t0 = tree_cpu(), time.perf_counter()
+                counts[step, path] = run_step(spark, cfg, step, rid, start)
+                w, c = time.perf_counter() - t0, tree_cpu() - c0
+                wall[path] += w
+                cpu[path] += c
+                line += f" {w:14.1f} {c:7.1f}" if path == "separate" else f" {w:12.1f} {c:7.1f}"
+                new = [j for j in _jobs(spark) if j[0] not in seen]
+                seen.update(j[0] for j in new)
+                by: dict[str, float] = defaultdict(float)
+                for _, name, secs in new:
+                    by[_label(name)] += secs
+                stages[step, path] = by
+            print(line, flush=True)
+        print(f"{'all':10s} {wall['separate']:14.1f} {cpu['separate']:7.1f} "
+              f"{wall['inline']:12.1f} {cpu['inline']:7.1f}")
+        for path in PATHS:
+            pages = counts["parse", path]["pages"]
+            fetch = counts["fetch", path]
+            print(f"{path}: {pages} pages, {pages / wall[path]:.1f} pages/s end to end; fetch "
+                  f"{fetch.get('fetched', 0)} fetched, politeness violations "
+                  f"{fetch.get('politeness_violations')}, slowest task "
+                  f"{fetch.get('task_max_ms', 0) / 1000:.1f} s (floor "
+                  f"{fetch.get('polite_floor_ms', 0) / 1000:.1f} s), pages parsed inline "
+                  f"{fetch.get('pages_inline', 0)}; parse took {counts['parse', path].get('parsed_inline', 0)} "
+                  "from the fetch")
+        print(f"\nSpark job stages by wall seconds (top {args.top} per step and path):")
+        for (step, path), by in stages.items():
+            ranked = sorted(by.items(), key=lambda kv: -kv[1])[: args.top]
+            print(f"[{step} {path}] " + "; ".join(f"{s:.1f} s {n}" for n, s in ranked))
+        print("\ncolumns that differ between the two paths, URL by URL:")
+        for table, diff in compare_tables(spark, cfgs).items():
+            print(f"  {table:12s} {diff}")
+        dups = [sorted((r["url"], r["kind"], r["canonical_url"]) for r in
+                       read(spark, c, "duplicates").collect()) for c in cfgs]
+        print(f"  {'duplicates':12s} {len(dups[0])} / {len(dups[1])} rows; "
+              f"{'equal' if dups[0] == dups[1] else 'DIFFER'}")
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The fetch task's inline parse (`parse.inline`): pages parsed in worker processes while the
+task waits on host delays.
+
+A fetch worker thread hands each fetched page's response record (its row values and the gzip
+member just appended to the WARC) to :meth:`ParsePool.submit`, which only enqueues: the
+record is pickled and parsed off the fetch process, in `workers` processes forked when the
+pool starts (before the fetch threads exist), so trafilatura's CPU never holds the GIL the
+fetch threads need to keep the politeness clock. Each process parses with
+:func:`recrawl.content.pagerows.parse_record` -- the function the parse step calls on the same bytes
+read back from the WARC -- so rows are equal by construction, and runs it on its main thread,
+where the extractor's CPU limit (recrawl/content/cpu_limit.py) is armed as in the parse step.
+
+A pool that breaks (a worker killed, say) loses only the rows not yet returned: those pages
+are absent from :meth:`ParsePool.results` and the parse step reads them back from the WARCs.
+A worker whose parent dies (an executor killed mid-fetch takes its Python workers with it)
+exits within a second instead of waiting on its queue forever.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from io import BytesIO
+from typing import Any
+
+from recrawl.content.pagerows import parse_record
+
+__all__ = ["ParsePool", "parse_member"]
+
+log = logging.getLogger(__name__)
+
+
+def parse_member(meta: dict[str, Any], member: bytes, opts: dict[str, Any]) -> dict | None:
+    """The `pages` row of the response record whose gzip member is `member` (what the WARC
+    holds at `meta`'s offset)."""
+    return parse_record(meta, lambda: BytesIO(member), opts)
+
+
+def _ready() -> int:
+    return multiprocessing.current_process().pid or 0
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In a worker: exit once the fetch task's process is gone (re-parented)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+class ParsePool:
+    """`workers` processes parsing one fetch task's pages; :meth:`submit` never blocks on a
+    parse."""
+
+    def __init__(self, opts: dict[str, Any], round_id: str, workers: int = 1) -> None:
+        self.opts = {k: v for k, v in opts.items() if k != "s3"}
+        self.round_id = round_id
+        # fork: the children inherit the imported parser; forked now, before any fetch thread
+        self._pool = ProcessPoolExecutor(max(1, workers),
+                                         mp_context=multiprocessing.get_context("fork"),
+                                         initializer=_exit_with_parent,
+                                         initargs=(os.getpid(),))
+        self._pool.submit(_ready).result()  # with fork, every worker starts on the first submit
+        self._futures: list[Future] = []
+        self.submitted = 0
+
+    def submit(self, meta: dict[str, Any], member: bytes) -> None:
+        """Queue the page's parse (from a fetch thread)."""
+        meta = {**meta, "round_id": self.round_id}
+        try:
+            self._futures.append(self._pool.submit(parse_member, meta, member, self.opts))
+            self.submitted += 1
+        except Exception:  # a broken pool: the parse step parses the page from the WARC
+            log.exception("parse pool: %s not queued", meta["url"])
+
+    def results(self) -> list[dict]:
+        """Every parsed page's row, once all are done (the pool is then shut down)."""
+        out = []
+        for f in self._futures:
+            try:
+                row = f.result()
+            except Exception:  # noqa: BLE001 - left to the parse step, which reads the WARC
+                log.exception("parse pool: a page's parse failed")
+                continue
+            if row is not None:
+                out.append(row)
+        self.close()
+        return out
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
