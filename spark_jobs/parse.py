@@ -141,6 +141,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         .select("round_id", "url", "final_url", "content_type", "warc_file", "warc_offset",
                 "warc_length", "payload_digest", "warc_type")
     )
+    # Responses with a payload to parse (an identical payload is a revisit record): what the
+    # round's pages_parsed gate expects pages of (recrawl.rules.gates.round_pages).
+    responses = fetched.where("coalesce(warc_type, 'response') != 'revisit'").count()
     out_schema = parsed_schema()
     cols = [f.name for f in out_schema.fields]
     inline = inline_parsed(spark, cfg, round_id)
@@ -193,6 +196,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
         fs_delete(spark, inline_dir(cfg, round_id))  # committed: a re-run parses the WARCs
     return {
         "parsed_inline": n_inline,  # the others were read back from the WARCs
+        "responses": responses,
         "pages": int(stats["pages"] or 0),
         "parse_errors": int(stats["parse_errors"] or 0),
         "outlinks": link_count,

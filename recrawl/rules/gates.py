@@ -86,8 +86,11 @@ def throughput(c: Counts, g: Mapping) -> str | None:
 
 
 def round_pages(c: Counts, g: Mapping) -> str | None:
-    """End of the round: pages were fetched, yet parse kept none of them."""
-    fetched = int(c.get("fetch.fetched", 0))
+    """End of the round: responses with a payload were fetched, yet parse kept none of them.
+    An unchanged payload is stored as a revisit record with nothing to parse: a round whose
+    every fetch found its page unchanged parsed nothing and is healthy (`parse.responses`
+    counts the others; rounds recorded before it fall back to every fetched URL)."""
+    fetched = int(c.get("parse.responses", c.get("fetch.fetched", 0)))
     parsed = int(c.get("parse.pages", 0))
     if fetched > 0 and parsed == 0:
         return f"{fetched} pages fetched, none parsed"

@@ -57,6 +57,11 @@ def test_round_gate_and_disabled_gates():
     assert gates.check("round", ok, GATES) == {"pages_parsed": "ok"}
     assert gates.check("round", {"fetch.fetched": 5}, GATES)["pages_parsed"] == \
         "5 pages fetched, none parsed"
+    # every fetch found its page unchanged (revisit records: nothing to parse): healthy
+    unchanged = {"fetch.fetched": 5, "parse.responses": 0, "parse.pages": 0}
+    assert gates.check("round", unchanged, GATES) == {"pages_parsed": "ok"}
+    assert gates.check("round", {**unchanged, "parse.responses": 2}, GATES)["pages_parsed"] == \
+        "2 pages fetched, none parsed"
     assert gates.check("parse", ok, GATES) == {}  # steps without gates
     off = {**GATES, "disabled": ("error_share", "politeness")}
     results = gates.check("fetch", {**HEALTHY, "timeout": 49, "politeness_violations": 1}, off)
