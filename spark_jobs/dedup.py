@@ -44,8 +44,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     from pyspark.sql import functions as F  # lazy: pyspark
 
     d = cfg.section("dedup")
-    new, new_c, cands, small = _candidates(spark, cfg, round_id, logical)
-    new_pages = new.count()
+    new, new_pages, new_c, cands, small = _candidates(spark, cfg, round_id, logical)
     exact = _exact(new, cands, small)
     near, nd = _near(spark, cands, exact, small, d)
     # Materialized: the write and the counts below then plan over a small scan, not the joins.
@@ -73,7 +72,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
 
 
 def _candidates(spark, cfg: Config, round_id: str, logical: dt.datetime):
-    """(the round's new pages (persisted), their side with the survivor-order metadata
+    """(the round's new pages (persisted), how many, their side with the survivor-order metadata
     (materialized), every candidate with its rank key, whether the round is small enough to
     broadcast its side of every join with the store)."""
     from pyspark import StorageLevel  # lazy: pyspark
@@ -88,7 +87,8 @@ def _candidates(spark, cfg: Config, round_id: str, logical: dt.datetime):
         .withColumn("is_new", F.lit(True))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    small = new.count() <= int(d["broadcast_new_pages"])
+    new_pages = new.count()
+    small = new_pages <= int(d["broadcast_new_pages"])
     side = _side(small)
 
     # Meta for the survivor order. fetch_time: the logical date for this round's pages (what
@@ -113,7 +113,7 @@ def _candidates(spark, cfg: Config, round_id: str, logical: dt.datetime):
     )
     stored_c = with_meta(stored, F.col("last_fetch_time"))
     rank_key = rank_key_column(d["survivor_order"])
-    return new, new_c, new_c.unionByName(stored_c).withColumn("rank_key", rank_key), small
+    return new, new_pages, new_c, new_c.unionByName(stored_c).withColumn("rank_key", rank_key), small
 
 
 def _side(small: bool):
