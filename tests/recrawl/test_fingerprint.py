@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections import Counter
 from itertools import combinations
 from math import comb
 
@@ -23,6 +24,7 @@ from recrawl.content.fingerprint import (
     payload_hash,
     shingles,
     simhash64,
+    simhash_value,
     table_masks,
     text_hash,
     to_signed64,
@@ -294,3 +296,63 @@ def test_simhash_of_heavily_repeated_shingle_does_not_overflow():
     assert isinstance(fp, int)
     assert -(2**63) <= fp < 2**63
     assert hamming(fp, simhash64(text + " more")) <= 3
+
+
+def _reference_shingles(text: str, shingle: int = 3) -> Counter:
+    """The definition, word by word: a CJK run breaks the word sequence and gives its
+    character 4-grams; a stretch shorter than `shingle` words is one feature."""
+    import re
+    import unicodedata
+
+    cjk = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f"
+    feats: Counter = Counter()
+    words: list[str] = []
+
+    def flush() -> None:
+        if len(words) >= shingle:
+            for i in range(len(words) - shingle + 1):
+                feats[" ".join(words[i:i + shingle])] += 1
+        elif words:
+            feats[" ".join(words)] += 1
+        words.clear()
+
+    for m in re.finditer(rf"([{cjk}]+)|([^\W{cjk}]+)",
+                         unicodedata.normalize("NFKC", text).casefold()):
+        if m.group(1) is None:
+            words.append(m.group(2))
+            continue
+        flush()
+        run = m.group(1)
+        for i in range(max(1, len(run) - 3)):
+            feats[run[i:i + 4]] += 1
+    flush()
+    return feats
+
+
+_ALPHABET = ["the", "Nutch", "crawler", "ÉTÉ", "ﬁle", "网络", "爬虫设计", "ー", "・", "x1",
+             "  ", ", ", "... ", "\n", "ß", "İstanbul", "κόσμε", "日本語のページ", "a", "_"]
+
+
+@pytest.mark.parametrize("shingle", [1, 2, 3, 5])
+def test_shingles_equal_the_word_by_word_definition(shingle):
+    rng = random.Random(shingle)
+    for _ in range(300):
+        text = "".join(rng.choice(_ALPHABET) + rng.choice(["", " "])
+                       for _ in range(rng.randrange(0, 40)))
+        assert shingles(text, shingle) == _reference_shingles(text, shingle), repr(text)
+    with pytest.raises(ValueError, match="shingle"):
+        shingles("a b c", 0)
+
+
+def test_simhash_value_equals_the_simhash_package():
+    # one matrix product instead of the package's per-feature arrays: the same value, for
+    # weights on both sides of the package's large_weight_cutoff (50) and up to the cap
+    rng = random.Random(5)
+    for n in [1, 2, 3, 17, 64, 300, 2000]:
+        for _ in range(10):
+            feats = {f"f{rng.randrange(10**9)} {i}": rng.choice([1, 1, 2, 3, 49, 50, 51, 200, 255])
+                     for i in range(n)}
+            assert simhash_value(feats) == Simhash(feats, f=64).value, (n, feats)
+    heavy = {"x": 1000, "y": 3}  # capped to 255 on both sides of the comparison
+    assert simhash_value(heavy) == Simhash({"x": 255, "y": 3}, f=64).value
+    assert to_unsigned64(simhash64(ARTICLE)) == Simhash(shingles(ARTICLE), f=64).value
