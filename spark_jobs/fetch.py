@@ -116,7 +116,8 @@ def fetch_partition(
             }
     settings = FetchSettings.from_mapping(settings_map)
     # forked before the fetch threads start
-    pool = ParsePool(parse["opts"], parse["round_id"], parse["workers"]) if parse else None
+    pool = (ParsePool(parse["opts"], parse["round_id"], parse["workers"], parse["max_pending"])
+            if parse else None)
     try:
         fetcher = Fetcher(settings, warc_dir, f"{prefix}-p{part:05d}-a{attempt}",
                           robots_cache=robots_cache, resume=resume or retried, storage=storage,
@@ -281,7 +282,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     parsed_dir = inline_dir(cfg, round_id)
     fs_delete(spark, parsed_dir)
     parse = ({"opts": parse_options(cfg), "round_id": round_id,
-              "workers": max(1, int(cfg.get("parse.inline_workers")))}
+              "workers": max(1, int(cfg.get("parse.inline_workers"))),
+              "max_pending": int(cfg.get("parse.inline_max_pending"))}
              if cfg.get("parse.inline") else None)
 
     def body(it):

@@ -12,6 +12,12 @@ where the extractor's CPU limit (recrawl/content/cpu_limit.py) is armed as in th
 
 A pool that breaks (a worker killed, say) loses only the rows not yet returned: those pages
 are absent from :meth:`ParsePool.results` and the parse step reads them back from the WARCs.
+The same holds for a page the pool does not take: while `max_pending` pages wait for a worker
+(`parse.inline_max_pending`), a fetched page is left to the parse step. The backlog's bytes are
+held in the fetch task's memory, and everything still queued when the last request is done
+is waited for before the task ends: a pool slower than the fetch (more pages than the window's
+idle CPU can parse) would otherwise hold a whole task's pages and keep the fetch step open
+long after its last request.
 A worker whose parent dies (an executor killed mid-fetch takes its Python workers with it)
 exits within a second instead of waiting on its queue forever.
 """
@@ -59,9 +65,16 @@ class ParsePool:
     """`workers` processes parsing one fetch task's pages; :meth:`submit` never blocks on a
     parse."""
 
-    def __init__(self, opts: dict[str, Any], round_id: str, workers: int = 1) -> None:
+    def __init__(self, opts: dict[str, Any], round_id: str, workers: int = 1,
+                 max_pending: int = 1000) -> None:
+        if max_pending < 1:
+            raise ValueError(f"parse.inline_max_pending must be at least 1, got {max_pending!r}")
         self.opts = {k: v for k, v in opts.items() if k != "s3"}
         self.round_id = round_id
+        self.max_pending = max_pending
+        self._pending = 0
+        self._lock = threading.Lock()
+        self.left = 0  # pages not taken (the backlog was full): the parse step parses them
         # fork: the children inherit the imported parser; forked now, before any fetch thread
         self._pool = ProcessPoolExecutor(max(1, workers),
                                          mp_context=multiprocessing.get_context("fork"),
@@ -74,11 +87,30 @@ class ParsePool:
     def submit(self, meta: dict[str, Any], member: bytes) -> None:
         """Queue the page's parse (from a fetch thread)."""
         meta = {**meta, "round_id": self.round_id}
+        with self._lock:
+            if self._pending >= self.max_pending:
+                self.left += 1
+                return
+            self._pending += 1
         try:
-            self._futures.append(self._pool.submit(parse_member, meta, member, self.opts))
-            self.submitted += 1
+            future = self._pool.submit(parse_member, meta, member, self.opts)
         except Exception:  # a broken pool: the parse step parses the page from the WARC
+            self._done(None)
             log.exception("parse pool: %s not queued", meta["url"])
+            return
+        future.add_done_callback(self._done)
+        self._futures.append(future)
+        self.submitted += 1
+
+    def _done(self, _future: Future | None) -> None:
+        with self._lock:
+            self._pending -= 1
+
+    @property
+    def pending(self) -> int:
+        """Pages queued and not parsed yet."""
+        with self._lock:
+            return self._pending
 
     def results(self) -> list[dict]:
         """Every parsed page's row, once all are done (the pool is then shut down)."""

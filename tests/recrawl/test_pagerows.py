@@ -138,3 +138,31 @@ def test_the_pool_parses_in_processes_and_returns_the_same_rows(captured):
     key = lambda r: r["url"]  # noqa: E731
     assert sorted(got, key=key) == sorted(want, key=key)
     assert {r["title"] for r in got if r["url"].endswith("/utf8")} == {"Gezeiten"}
+
+
+def _slow_parse_member(meta, member, opts):  # a parse slower than the fetch that feeds it
+    import time
+
+    time.sleep(0.3)
+    return parse_member(meta, member, opts)
+
+
+def test_a_full_backlog_leaves_pages_to_the_parse_step(captured, monkeypatch):
+    # one worker, a backlog of 2, parses slower than the submits: the pool takes only what its
+    # backlog holds, returns exactly those rows, and counts the rest as left to the parse step
+    import recrawl.content.parsepool as pp
+
+    rows, opts = captured
+    monkeypatch.setattr(pp, "parse_member", _slow_parse_member)  # forked workers inherit it
+    pool = ParsePool(opts, "r1", workers=1, max_pending=2)
+    metas = [meta for meta, member in rows.values() if member is not None]
+    assert len(metas) >= 5
+    members = {meta["url"]: member for meta, member in rows.values() if member is not None}
+    for meta in metas:
+        pool.submit({k: v for k, v in meta.items() if k != "round_id"}, members[meta["url"]])
+    assert pool.submitted == 2 and pool.left == len(metas) - 2
+    got = pool.results()
+    assert sorted(r["url"] for r in got) == sorted(m["url"] for m in metas[:2])
+    assert pool.pending == 0
+    with pytest.raises(ValueError, match="inline_max_pending"):
+        ParsePool(opts, "r1", max_pending=0)
