@@ -25,9 +25,9 @@ from recrawl.config import Config, ConfigError
 from recrawl.rules.crawldb_rules import eligible_sql, is_due_sql, may_fetch_sql, per_host_cap_sql
 from recrawl.rules.politeness import host_delay_sql
 from recrawl.rules.schedules import change_probability_sql, discovery_slots, revisit_budget
-from recrawl.rules.signal_trust import TrustRule, change_gain_sql, deferred_sql, signalled_changed_sql
 from recrawl.rules.units import SECONDS_PER_DAY
 from recrawl.sparkenv.joblabels import stage
+from spark_jobs import chases
 from spark_jobs.common import with_trust_oracle
 from spark_jobs.schedule import frontier_and_held
 from spark_jobs.topk import top_rows
@@ -135,7 +135,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     clocks = Clocks(now, now + dt.timedelta(days=lookahead), wall,
                     wall - dt.timedelta(days=g["mark_expiry_days"]))
     db = read(spark, cfg, "crawldb")
-    signal_requests = _signal_requests(spark, cfg, round_id)
+    signal_requests = chases.signal_requests(spark, cfg, round_id)
     stage(spark, "selecting due URLs from crawldb")
     cands = _candidates(spark, cfg, db, round_id, clocks, signal_requests)
     sel = _select(cfg, db, cands)
@@ -165,7 +165,7 @@ def _candidates(spark, cfg: Config, db, round_id: str, clocks: Clocks,
                 signal_requests: int) -> Candidates:
     """Stage 1: every URL an open round does not hold, joined to its host's verdicts and
     delay; the eligible ones (recrawl.rules.crawldb_rules.eligible_sql) ranked within their host's
-    cap, signalled changes (`_signal_marks`) first, then the discovery reserve of the host's
+    cap, signalled changes (`spark_jobs.chases.signal_marks`) first, then the discovery reserve of the host's
     cap, then priority."""
     from pyspark.sql import Window  # lazy: pyspark
     from pyspark.sql import functions as F  # lazy: pyspark
@@ -206,7 +206,7 @@ def _candidates(spark, cfg: Config, db, round_id: str, clocks: Clocks,
         mode, ts_lit(clocks.logical), damping, float(g["staleness_cap"])))
     # Change signals (recrawl/rules/signal_trust.py): signalled changes first, fresh-by-signal
     # URLs of hosts whose recall is proven deferred (up to signals.defer_max_days).
-    known, first, deferred_expr, sig_counts = _signal_marks(
+    known, first, deferred_expr, sig_counts = chases.signal_marks(
         cfg, known, clocks.logical, F.expr(importance_sql(mode, damping)), ~may_fetch,
         is_due, signal_requests)
     candidates = known.where(F.expr(eligible_sql(
@@ -379,67 +379,6 @@ def _skipped(cands: Candidates, clocks: Clocks) -> tuple[int, int]:
         F.sum(F.when(~in_backoff & F.col("delay").isNull(), 1).otherwise(0)).alias("delay"),
     ).first()
     return int(row["backoff"] or 0), int(row["delay"] or 0)
-
-
-def _signal_requests(spark, cfg: Config, round_id: str) -> int:
-    """Requests the round's signals step made (they count in the round's budget)."""
-    from recrawl.store.tables import read, sql_str  # lazy: pyspark (via recrawl.store.tables)
-
-    if not cfg.get("signals.enabled"):
-        return 0
-    return read(spark, cfg, "signal_sources").where(
-        f"round_id = {sql_str(round_id)} AND fetch_status IS NOT NULL "
-        "AND fetch_status NOT IN ('robots_denied', 'skipped_budget')").count()
-
-
-def _signal_marks(cfg: Config, known, now: dt.datetime, importance, blocked, is_due,
-                  signal_requests: int):
-    """(known, first, deferred, counts) for the round's change signals.
-
-    `first`: fetched pages whose signal says they changed since our copy, worth chasing
-    (change_gain >= signals.min_gain), of hosts whose precision is trusted, plus up to
-    signals.probe_per_host of every other host's (the verification fetches trust is learned
-    from), with priority = importance x gain. `deferred`: SQL, true for pages that a host with
-    proven recall lists as not changed since our copy, read this round, fetched within
-    signals.defer_max_days (recrawl.rules.signal_trust.is_deferred): not due, and not used to fill
-    the round.
-    """
-    from pyspark.sql import Window  # lazy: pyspark
-    from pyspark.sql import functions as F  # lazy: pyspark
-
-    from recrawl.store.tables import ts_lit  # lazy: pyspark (via recrawl.store.tables)
-
-    sig = cfg.section("signals")
-    if not sig["enabled"]:
-        return known, None, "false", {"signal_requests": 0}
-    rule = TrustRule.from_section(sig)
-    changed = F.expr(signalled_changed_sql(ts_lit(now), rule.future_tolerance_days))
-    gain = F.expr(change_gain_sql("change_rate"))
-    fetched = F.col("status") == "fetched"
-    deferred = deferred_sql(ts_lit(now), float(sig["read_interval_days"]),
-                            float(sig["defer_max_days"]), rule.future_tolerance_days)
-    w = Window.partitionBy("host").orderBy(F.col("priority").desc(), F.col("url"))
-    cands = (
-        known.where(fetched & F.coalesce(changed, F.lit(False)) & ~blocked)
-        .where(gain >= F.lit(rule.min_gain))
-        .withColumn("priority", importance * gain)
-        .withColumn("_probe", F.row_number().over(w))
-        .cache()
-    )
-    first = cands.where(F.col("signal_trusted") | (F.col("_probe") <= int(sig["probe_per_host"])))
-    first = first.drop("_probe").cache()
-    stats = cands.agg(
-        F.count("*").alias("n"),
-        F.sum(F.when(F.col("signal_trusted"), 0).otherwise(1)).alias("untrusted"),
-    ).first()
-    counts = {
-        "signal_requests": int(signal_requests),
-        "signal_changed": int(stats["n"] or 0),
-        "signal_changed_untrusted": int(stats["untrusted"] or 0),
-        "signal_deferred": known.where(is_due & F.expr(deferred)).count(),
-    }
-    cands.unpersist()
-    return known, first, deferred, counts
 
 
 def open_rounds(rounds: Iterable[tuple[str, dt.datetime | None, list[str] | None]], current: str,

@@ -142,6 +142,19 @@ def change_gain(rate: float | None) -> float:
     return 1.0 if r < 1e-9 else -math.expm1(-r) / r
 
 
+def chase_min_gain(min_gain: float, prior_mean: float, frontier_open: bool) -> float:
+    """The least gain (`change_gain`) a trusted host's signalled change needs to be chased this
+    round. While the frontier holds fetchable URLs a chase competes with a first fetch, whose
+    page is expected to change at the prior's rate (schedule.prior_mean): a chase of a page
+    changing faster than that buys less fresh time than bringing a new page in, so it waits
+    for discovery to end. Otherwise `signals.min_gain`: a page changing several times a day is
+    not chased at all. Verification probes of untrusted hosts are not held to it (trust is
+    learned from them)."""
+    if frontier_open:
+        return max(float(min_gain), change_gain(prior_mean))
+    return float(min_gain)
+
+
 def policy_budget(budget: float, signal_cost: float, followed: int, unfollowed: int) -> float:
     """Revisit fetches per day the policy may plan for the pages no trusted signal follows: the
     revisit budget less the followed pages' expected fetches (`signal_cost`: their chases and

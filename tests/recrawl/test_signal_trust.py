@@ -14,6 +14,7 @@ from recrawl.rules.signal_trust import (
     beta_mean,
     change_gain,
     change_gain_sql,
+    chase_min_gain,
     check_outcome,
     check_outcome_sql,
     decayed,
@@ -53,6 +54,16 @@ def test_future_dates_beyond_the_tolerance_only():
     assert not is_future(T0 + dt.timedelta(hours=23), as_of, 1.0)
     assert is_future(T0 + dt.timedelta(hours=25), as_of, 1.0)
     assert not is_future(None, as_of, 1.0)
+
+
+def test_chases_wait_for_discovery_unless_they_buy_what_a_first_fetch_buys():
+    # prior mean 0.1 a day: a first fetch buys 0.95 of the next day; while the frontier holds
+    # URLs a chase of a page changing faster than that waits, a slower one still goes first
+    bar = chase_min_gain(0.3, 0.1, frontier_open=True)
+    assert bar == pytest.approx(change_gain(0.1))
+    assert change_gain(1.0) < bar <= change_gain(0.05)
+    assert chase_min_gain(0.3, 0.1, frontier_open=False) == 0.3  # discovery done: min_gain
+    assert chase_min_gain(0.99, 0.1, frontier_open=True) == 0.99  # never below min_gain
 
 
 def test_change_gain_is_the_expected_fresh_share_of_the_next_day():
