@@ -556,14 +556,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def load_runs(paths: list[str]) -> list[PolicyRun]:
     """PolicyRuns saved by --json, in the order given; runs of one policy on different webs
-    (`--web`) are named policy@web."""
+    (`--web`) are named policy@web, and runs of one policy on one web (two versions of the
+    code, say) policy@file (the file's name without .json)."""
     saved = [(Path(path).stem, r) for path in paths for r in json.loads(Path(path).read_text())]
     names = [r["policy"] for _, r in saved]
+    webs = [(r["policy"], r.get("web")) for _, r in saved]
     runs = []
     for stem, r in saved:
         days = [Day(**d) for d in r["days"]]
         name = r["policy"]
-        if names.count(name) > 1:
+        if webs.count((name, r.get("web"))) > 1:
+            name = f"{name}@{stem}"
+        elif names.count(name) > 1:
             name = f"{name}@{r.get('web', stem)}"
         runs.append(PolicyRun(name, days, r["spearman"], r["rated"],
                               r.get("wall_s", sum(d.wall_s for d in days)), r["by_class"],

@@ -16,8 +16,8 @@ from recrawl.config import Config
 from recrawl.rules.signal_trust import (
     TrustRule,
     change_gain_sql,
-    chase_min_gain,
     deferred_sql,
+    discovery_bar,
     signalled_changed_sql,
 )
 
@@ -65,31 +65,30 @@ def signal_marks(cfg: Config, known, now: dt.datetime, importance, blocked, is_d
     cands = (
         known.where(fetched & F.coalesce(changed, F.lit(False)) & ~blocked)
         .where(gain >= F.lit(rule.min_gain))
-        .withColumn("_gain", gain)
         .withColumn("priority", importance * gain)
         .withColumn("_probe", F.row_number().over(w))
         .cache()
     )
-    # While the frontier holds URLs, a trusted chase must buy as much fresh time as a first
-    # fetch (recrawl.rules.signal_trust.chase_min_gain); the probes of untrusted hosts need not.
-    frontier_open = known.where((F.col("status") == "unfetched") & ~blocked).limit(1).count() > 0
-    trusted_gain = chase_min_gain(rule.min_gain, float(cfg.get("schedule.prior_mean")),
-                                  frontier_open)
-    first = cands.where(
-        (F.col("signal_trusted") & (F.col("_gain") >= F.lit(trusted_gain)))
-        | (~F.col("signal_trusted") & (F.col("_probe") <= int(sig["probe_per_host"]))))
-    first = first.drop("_probe", "_gain").cache()
+    # While the frontier holds URLs, a trusted chase must be worth what a first fetch is
+    # (recrawl.rules.signal_trust.discovery_bar); the probes of untrusted hosts need not.
+    front = known.where((F.col("status") == "unfetched") & ~blocked).agg(
+        F.count("*").alias("n"), F.avg(importance).alias("importance")).first()
+    bar = discovery_bar(float(cfg.get("schedule.prior_mean")),
+                        float(front["importance"] or 0.0) if front["n"] else None)
+    held = F.col("signal_trusted") & (F.col("priority") < F.lit(bar))
+    first = cands.where((F.col("signal_trusted") & ~held)
+                        | (~F.col("signal_trusted") & (F.col("_probe") <= int(sig["probe_per_host"]))))
+    first = first.drop("_probe").cache()
     stats = cands.agg(
         F.count("*").alias("n"),
         F.sum(F.when(F.col("signal_trusted"), 0).otherwise(1)).alias("untrusted"),
-        F.sum(F.when(F.col("signal_trusted") & (F.col("_gain") < F.lit(trusted_gain)), 1)
-              .otherwise(0)).alias("held"),
+        F.sum(F.when(held, 1).otherwise(0)).alias("held"),
     ).first()
     counts = {
         "signal_requests": int(signal_requests),
         "signal_changed": int(stats["n"] or 0),
         "signal_changed_untrusted": int(stats["untrusted"] or 0),
-        # trusted chases that wait for discovery to end (chase_min_gain)
+        # trusted chases that wait for discovery to end (discovery_bar)
         "signal_held_for_discovery": int(stats["held"] or 0),
         "signal_deferred": known.where(is_due & F.expr(deferred)).count(),
     }

@@ -66,3 +66,14 @@ def test_merged_runs_of_one_policy_on_two_webs_keep_apart(tmp_path):
     runs = load_runs([str(tmp_path / "a.json"), str(tmp_path / "b.json")])
     assert [(r.policy, r.days[0].fresh) for r in runs] == [
         ("signals@mixed", 0.7), ("fixed", 0.6), ("signals@accurate", 0.8)]
+
+
+def test_merged_runs_of_one_policy_on_one_web_are_named_by_file(tmp_path):
+    # two versions of the code on the same web: each row keeps its own figures
+    from benchmarks.pipeline_freshness import load_runs
+
+    (tmp_path / "old.json").write_text(json.dumps([_saved("signals", "mixed", 0.7)]))
+    (tmp_path / "new.json").write_text(json.dumps([_saved("signals", "mixed", 0.8)]))
+    runs = load_runs([str(tmp_path / "old.json"), str(tmp_path / "new.json")])
+    assert [(r.policy, r.days[0].fresh) for r in runs] == [
+        ("signals@old", 0.7), ("signals@new", 0.8)]

@@ -1,6 +1,6 @@
 """Which signalled changes a round chases (spark_jobs/chases.py): a trusted host's changes go
 first, but while the frontier holds URLs only those that buy as much fresh time as a first
-fetch (recrawl.rules.signal_trust.chase_min_gain)."""
+fetch (recrawl.rules.signal_trust.discovery_bar)."""
 
 from __future__ import annotations
 
