@@ -8,7 +8,7 @@ home pages) is injected, so round 0 fetches them all. The round's steps then run
 homes in one Spark session, step by step alternately (the same machine load for both): the
 separate path (`parse.inline = false`: the parse step reads the WARCs) and the inline one (the
 default). Per step and path: wall seconds, CPU seconds of the whole process tree (this driver,
-its JVM, the Python workers and the parse pools' processes: psutil, children included) and the
+its JVM, the Python workers and the parse pools' processes: `TreeCpu`, psutil samples) and the
 Spark job stages that cost the most wall time (`recrawl.sparkenv.joblabels.stage` names them). Last,
 pages per second of the steps run (`--steps`, default the whole round; updatedb and schedule
 read the same tables on both paths, so on a loaded machine `--steps generate,fetch,parse,dedup`
@@ -33,17 +33,47 @@ from round_cost import _jobs, _label, _overrides, compare_tables  # noqa: E402
 PATHS = ("separate", "inline")
 
 
-def tree_cpu() -> float:
-    """CPU seconds of this process and every descendant (reaped children's included)."""
-    total = 0.0
-    me = psutil.Process()
-    for p in [me, *me.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-        except psutil.Error:
-            continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
+class TreeCpu:
+    """CPU seconds of this process and every descendant, sampled every `interval` s by a
+    thread: per process (pid and start time) the most CPU it was seen with, summed over every
+    process seen. A reaped child's CPU reaches its parent's children_* counters only if that
+    parent waits for it, and the parse pools' workers and Spark's Python workers are reaped by
+    processes that may exit first: reading children_* made a step's CPU go negative. What a
+    process that lived less than `interval` spent is missed (none of these do)."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        import threading
+
+        self._seen: dict[tuple[int, float], float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._interval = interval
+        self._thread = threading.Thread(target=self._run, name="tree-cpu", daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                with p.oneshot():
+                    key, t = (p.pid, p.create_time()), p.cpu_times()
+            except psutil.Error:
+                continue
+            with self._lock:
+                self._seen[key] = max(self._seen.get(key, 0.0), t.user + t.system)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample()
+
+    def __call__(self) -> float:
+        """CPU seconds so far (a fresh sample first)."""
+        self._sample()
+        with self._lock:
+            return sum(self._seen.values())
+
+    def close(self) -> None:
+        self._stop.set()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         cfgs[1] = cfgs[1].with_overrides({"parse.inline": True}, "inline")
         spark = get_spark(cfgs[0], "parse-inline")
         seen = {j[0] for j in _jobs(spark)}
+        tree_cpu = TreeCpu()  # sampled from here on: Spark's processes exist now
         urls = [u for h in web.hosts() if h.startswith("site") for u in web.truth.pages(h)]
         if args.hostile:
             urls += [u for u in web.seed_urls() if not u.split("/")[2].startswith("site")]
