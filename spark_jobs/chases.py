@@ -17,7 +17,6 @@ from recrawl.rules.signal_trust import (
     TrustRule,
     change_gain_sql,
     deferred_sql,
-    discovery_bar,
     signalled_changed_sql,
 )
 
@@ -69,27 +68,16 @@ def signal_marks(cfg: Config, known, now: dt.datetime, importance, blocked, is_d
         .withColumn("_probe", F.row_number().over(w))
         .cache()
     )
-    # While the frontier holds URLs, a trusted chase must be worth what a first fetch is
-    # (recrawl.rules.signal_trust.discovery_bar); the probes of untrusted hosts need not.
-    front = known.where((F.col("status") == "unfetched") & ~blocked).agg(
-        F.count("*").alias("n"), F.avg(importance).alias("importance")).first()
-    bar = discovery_bar(float(cfg.get("schedule.prior_mean")),
-                        float(front["importance"] or 0.0) if front["n"] else None)
-    held = F.col("signal_trusted") & (F.col("priority") < F.lit(bar))
-    first = cands.where((F.col("signal_trusted") & ~held)
-                        | (~F.col("signal_trusted") & (F.col("_probe") <= int(sig["probe_per_host"]))))
+    first = cands.where(F.col("signal_trusted") | (F.col("_probe") <= int(sig["probe_per_host"])))
     first = first.drop("_probe").cache()
     stats = cands.agg(
         F.count("*").alias("n"),
         F.sum(F.when(F.col("signal_trusted"), 0).otherwise(1)).alias("untrusted"),
-        F.sum(F.when(held, 1).otherwise(0)).alias("held"),
     ).first()
     counts = {
         "signal_requests": int(signal_requests),
         "signal_changed": int(stats["n"] or 0),
         "signal_changed_untrusted": int(stats["untrusted"] or 0),
-        # trusted chases that wait for discovery to end (discovery_bar)
-        "signal_held_for_discovery": int(stats["held"] or 0),
         "signal_deferred": known.where(is_due & F.expr(deferred)).count(),
     }
     cands.unpersist()

@@ -142,21 +142,6 @@ def change_gain(rate: float | None) -> float:
     return 1.0 if r < 1e-9 else -math.expm1(-r) / r
 
 
-def discovery_bar(prior_mean: float, frontier_importance: float | None) -> float:
-    """The least value, importance x gain (`change_gain`), a trusted host's signalled change
-    needs to be chased while the frontier holds fetchable URLs: what a first fetch buys, the
-    frontier's mean importance x the gain of a page changing at the prior's rate
-    (schedule.prior_mean, 0.1 a day: 0.95 of the next day). A chase of a page changing faster
-    than that, or less important, buys less fresh time than bringing a new page in, so it
-    waits for discovery to end. 0.0 once the frontier is empty (`frontier_importance` None).
-    Without fresh PageRank scores every importance is 1 and this compares gains alone.
-    `signals.min_gain` still applies to every chase; the verification probes of untrusted
-    hosts are not held to this bar (trust is learned from them)."""
-    if frontier_importance is None:
-        return 0.0
-    return max(0.0, float(frontier_importance)) * change_gain(prior_mean)
-
-
 def policy_budget(budget: float, signal_cost: float, followed: int, unfollowed: int) -> float:
     """Revisit fetches per day the policy may plan for the pages no trusted signal follows: the
     revisit budget less the followed pages' expected fetches (`signal_cost`: their chases and

@@ -18,7 +18,6 @@ from recrawl.rules.signal_trust import (
     check_outcome_sql,
     decayed,
     deferred_sql,
-    discovery_bar,
     host_trust,
     host_trust_sql,
     http_date_sql,
@@ -54,20 +53,6 @@ def test_future_dates_beyond_the_tolerance_only():
     assert not is_future(T0 + dt.timedelta(hours=23), as_of, 1.0)
     assert is_future(T0 + dt.timedelta(hours=25), as_of, 1.0)
     assert not is_future(None, as_of, 1.0)
-
-
-def test_chases_wait_for_discovery_unless_worth_a_first_fetch():
-    # prior mean 0.1 a day: a first fetch buys 0.95 of the next day; while the frontier holds
-    # URLs a chase of a page changing faster than that waits, a slower one still goes first
-    bar = discovery_bar(0.1, frontier_importance=1.0)  # uniform importance: gains compared
-    assert bar == pytest.approx(change_gain(0.1))
-    assert change_gain(1.0) < bar <= change_gain(0.05)
-    assert discovery_bar(0.1, None) == 0.0  # discovery done: every trusted chase goes
-    # with PageRank: a page 10x the frontier's mean importance is chased even changing daily
-    # (value 10 x 0.63), one at half of it only if it buys 1.9x what a first fetch buys: never
-    mean = 2e-6
-    assert 10 * mean * change_gain(1.0) >= discovery_bar(0.1, mean)
-    assert 0.5 * mean * change_gain(0.0) < discovery_bar(0.1, mean)
 
 
 def test_change_gain_is_the_expected_fresh_share_of_the_next_day():
