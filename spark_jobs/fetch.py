@@ -248,6 +248,9 @@ def fetch_settings_map(cfg: Config) -> dict:
 def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, int]:
     from pyspark.sql import functions as F  # lazy: pyspark
 
+    if int(cfg.get("parse.inline_max_pending")) < 1:  # the driver says so, not a fetch task
+        raise ConfigError("parse.inline_max_pending must be at least 1, got "
+                          f"{cfg.get('parse.inline_max_pending')!r}")
     check_no_speculation(spark)
     fl = read(spark, cfg, "fetch_list").where(f"round_id = {sql_str(round_id)}")
     robots = read(spark, cfg, "robots").select(

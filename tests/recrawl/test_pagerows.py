@@ -166,3 +166,13 @@ def test_a_full_backlog_leaves_pages_to_the_parse_step(captured, monkeypatch):
     assert pool.pending == 0
     with pytest.raises(ValueError, match="inline_max_pending"):
         ParsePool(opts, "r1", max_pending=0)
+
+
+def test_a_backlog_below_one_is_refused_by_the_driver_before_any_spark_work(tmp_path):
+    # spark=None: the check comes first, so a bad key fails the step, not its fetch tasks
+    from recrawl.config import ConfigError
+    from spark_jobs import fetch
+
+    cfg = demo_config(tmp_path / "home").with_overrides({"parse.inline_max_pending": 0})
+    with pytest.raises(ConfigError, match="parse.inline_max_pending must be at least 1"):
+        fetch.run(None, cfg, "20260301", dt.datetime(2026, 3, 1, tzinfo=dt.UTC))
