@@ -273,12 +273,13 @@ def _select(cfg: Config, db, cands: Candidates) -> Selection:
     top_sig, n_sig = None, 0
     if cands.signal_first and top_n - reserve > 0:
         # Signalled changes are revisits: while the frontier holds URLs they take no more than
-        # the revisit policy may plan (recrawl.rules.schedules.revisit_budget: the held pages' share
-        # of the known ones, at least schedule.min_revisit_share), so that on a web whose hosts
-        # are all trusted the chases do not hold discovery at its reserve for weeks.
+        # the held pages' share of the known ones (recrawl.rules.schedules.revisit_budget,
+        # without schedule.min_revisit_share's floor), so that on a web whose hosts are all
+        # trusted the chases do not hold discovery at its reserve for weeks, and at a small
+        # budget they do not take half of every round while most pages are unfetched
+        # (docs/freshness.md, "A tenth of the budget").
         frontier, held = frontier_and_held(db)
-        sig_cap = int(math.floor(revisit_budget(
-            top_n, share, frontier, held, float(cfg.get("schedule.min_revisit_share"))) + 1e-9))
+        sig_cap = int(math.floor(revisit_budget(top_n, share, frontier, held, 0.0) + 1e-9))
         top_sig = top_rows(cols.where("signal_first"), min(top_n - reserve, sig_cap), order,
                        in_memory_max)
         n_sig = top_sig.count()
