@@ -8,8 +8,10 @@ what the signals say when it starts (a change published before the round is fetc
    table), the child sitemaps of a sitemap index, and the feeds parse found as
    `<link rel="alternate">` outlinks of kind `feed`. A source is read again
    `signals.read_interval_days` after its last read, at most `signals.max_sources_per_host` a
-   host per round; seldom when it lists no dates, its host's signals proved wrong, or it is the
-   feed of a host whose dated sitemap proved its recall (recrawl.rules.signal_trust.next_read_at).
+   host per round; a trusted host's all, the others' `signals.max_read_share` of the round's
+   top_n in all, the longest overdue first (recrawl.rules.signal_trust.choose_reads); seldom when it lists no dates, its
+   host's signals proved wrong, or it is the feed of a host whose dated sitemap proved its
+   recall (recrawl.rules.signal_trust.next_read_at).
 2. Reading: the fetcher core inside Spark `mapPartitions`, exactly as the fetch step runs it:
    one queue per host, robots.txt obeyed, the host's delay between requests, conditional GET
    with the stored ETag / Last-Modified (a 304 costs the site an empty answer). Captures go to
@@ -30,14 +32,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import uuid
 from collections.abc import Iterable, Iterator
 
 from fetcher.cdxj import INDEX_NAME, write_index
 from fetcher.storage import S3Options, Storage
-from recrawl.config import Config
+from recrawl.config import Config, ConfigError
 from recrawl.content.urlnorm import host_key_or_none, try_normalize
-from recrawl.rules.signal_trust import TrustRule, next_read_at
+from recrawl.rules.signal_trust import TrustRule, choose_reads, next_read_at
 from recrawl.sparkenv.joblabels import stage
 from recrawl.store.crawldb import set_signals
 from recrawl.store.hostdb import record_signal_reads
@@ -140,13 +143,21 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     sources = read(spark, cfg, "signal_sources")
     due = [r.asDict() for r in sources.where(
         f"next_read_at IS NULL OR next_read_at <= {now_sql}").collect()]
-    per_host: dict[str, list[dict]] = {}
-    for r in sorted(due, key=lambda r: (r["kind"] != "sitemap", r["source_url"])):
-        per_host.setdefault(r["host"], []).append(r)
-    cap = int(sig["max_sources_per_host"])
-    chosen = [r for rs in per_host.values() for r in rs[:cap]]
+    share = float(sig["max_read_share"])
+    if not 0.0 < share <= 1.0:
+        raise ConfigError(f"signals.max_read_share must be within (0, 1], got {share!r}")
+    round_cap = max(1, math.floor(share * int(cfg.get("generate.top_n")) + 1e-9))
+    # A re-run of a round that already read its share reads nothing: the sources the cap left
+    # out wait for the next round, so that a retried round spends no second share of its budget.
+    rerun = sources.where(f"round_id = {rid}").limit(1).count() > 0
+    trusted = {r["host"] for r in with_trust_oracle(spark, cfg, read(spark, cfg, "hosts").select(
+        "host", "signal_trusted", "signal_defer")).where("signal_trusted").select("host").collect()}
+    chosen = [] if rerun else choose_reads(due, int(sig["max_sources_per_host"]), round_cap,
+                                           trusted)
+    per_host = {r["host"] for r in chosen}
     counts = {"enabled": 1, "sources_known": sources.count(), "sources_due": len(due),
-              "sources_read": len(chosen)}
+              "sources_read": len(chosen),
+              "sources_read_trusted": sum(r["host"] in trusted for r in chosen)}
     if not chosen:
         return {**counts, "requests": 0, "entries": 0, "urls_updated": 0}
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +89,36 @@ def next_read_at(now: dt.datetime, intervals: Mapping[str, Any], kind: str, *, a
 
 
 # --- one URL ----------------------------------------------------------------------------------
+
+
+def choose_reads(due: Sequence[Mapping[str, Any]], per_host: int, round_cap: int,
+                 trusted: Collection[str] = ()) -> list:
+    """The sources a round reads, of those due (`signal_sources` rows).
+
+    Per host at most `per_host`, sitemaps before feeds, each kind the longest overdue first.
+    A `trusted` host's sources are all read: its dates are what the round's chases follow,
+    and a day without them is a day of lag. The other hosts' share at most `round_cap`
+    (`signals.max_read_share` x generate.top_n, at least 1), the longest overdue first (never
+    read, then by `next_read_at`), every host's first source before any host's second, so a
+    small cap spreads over hosts. A read is a request the round's fetches lose (generate's
+    top_n shrinks by it): at a tenth of the pages a day on small sites the reads took a fifth
+    of the round and starved discovery (docs/freshness.md, "A tenth of the budget")."""
+    if per_host < 0 or round_cap < 0:
+        raise ValueError("per_host and round_cap must be >= 0")
+    never = dt.datetime.min
+
+    def overdue(r: Mapping[str, Any]) -> tuple:
+        return (r.get("next_read_at") is not None, r.get("next_read_at") or never,
+                r["source_url"])
+
+    by_host: dict[str, list] = {}
+    for r in sorted(due, key=lambda r: (r["kind"] != "sitemap", overdue(r))):
+        by_host.setdefault(r["host"], []).append(r)
+    firsts = [rs[:per_host] for rs in by_host.values()]
+    sure = [r for rs in firsts for r in rs if r["host"] in trusted]
+    ranked = sorted(((i, overdue(r), r) for rs in firsts for i, r in enumerate(rs)
+                     if r["host"] not in trusted), key=lambda t: (t[0], t[1]))
+    return sure + [r for _, _, r in ranked[:round_cap]]
 
 
 def is_future(signal_time: dt.datetime | None, as_of: dt.datetime, tolerance_days: float) -> bool:

@@ -16,6 +16,7 @@ from recrawl.rules.signal_trust import (
     change_gain_sql,
     check_outcome,
     check_outcome_sql,
+    choose_reads,
     decayed,
     deferred_sql,
     host_trust,
@@ -236,3 +237,28 @@ def test_next_read_at(kind, answered, entries, dated, distrusted, redundant, day
     got = next_read_at(T0, READS, kind, answered=answered, entries=entries, dated=dated,
                        distrusted=distrusted, feed_redundant=redundant)
     assert got == T0 + dt.timedelta(days=days)
+
+
+def _src(host: str, kind: str, name: str, next_read: dt.datetime | None = None) -> dict:
+    return {"host": host, "kind": kind, "source_url": f"{host}/{name}", "next_read_at": next_read}
+
+
+def test_reads_spread_over_hosts_longest_overdue_first_within_the_round_cap():
+    a1 = _src("a", "sitemap", "s1.xml", T0 - dt.timedelta(days=3))
+    a2 = _src("a", "sitemap", "s2.xml", T0 - dt.timedelta(days=9))
+    af = _src("a", "feed", "feed.xml")  # never read: most overdue, but a feed
+    b1 = _src("b", "sitemap", "s.xml", T0 - dt.timedelta(days=1))
+    c1 = _src("c", "sitemap", "s.xml")  # never read
+    due = [a1, a2, af, b1, c1]
+    # every host's first source (sitemaps first, the longest overdue) before any second; among
+    # firsts the never-read, then the longest overdue
+    assert choose_reads(due, per_host=3, round_cap=3) == [c1, a2, b1]
+    assert choose_reads(due, per_host=3, round_cap=4) == [c1, a2, b1, a1]
+    assert choose_reads(due, per_host=3, round_cap=10) == [c1, a2, b1, a1, af]
+    assert choose_reads(due, per_host=1, round_cap=10) == [c1, a2, b1]
+    assert choose_reads(due, per_host=3, round_cap=0) == []
+    # a trusted host's sources are all read (per_host still holds); the cap is the others'
+    assert choose_reads(due, per_host=3, round_cap=1, trusted={"a"}) == [a2, a1, af, c1]
+    assert choose_reads(due, per_host=2, round_cap=0, trusted={"a", "b"}) == [a2, a1, b1]
+    with pytest.raises(ValueError):
+        choose_reads(due, per_host=-1, round_cap=1)

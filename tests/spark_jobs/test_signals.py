@@ -78,16 +78,22 @@ def test_sources_are_found_and_read_with_conditional_gets(spark, crawl):
         reads = counts["signals"].get("requests", 0)
         assert counts["generate"]["signal_requests"] == reads
         assert counts["generate"]["generated"] + reads <= 30
+        # untrusted hosts' sources: at most signals.max_read_share (0.1) of top_n a round
+        sig = counts["signals"]
+        assert sig["sources_read"] - sig["sources_read_trusted"] <= 3
 
 
 def test_crawldb_keeps_each_urls_published_date(spark, crawl):
     cfg, web = crawl["cfg"], crawl["web"]
-    day = crawl["offset"] + ROUNDS - 1
     rows = {r["url"]: r for r in _rows(spark, cfg, "crawldb", "signal_kind = 'sitemap'")}
+    read_at = {r["source_url"]: r["read_at"] for r in _rows(spark, cfg, "signal_sources")}
     checked = 0
     for site in web.world.sites:
         if site.signal_kind not in ("accurate", "today"):
             continue
+        # the date the sitemap gave when it was last read (reads are capped per round)
+        read = read_at[f"{web.base(site.name)}/sitemap.xml"]
+        day = crawl["offset"] + (read.date() - parse_date(START).date()).days
         for path in site.listed():
             url = web.truth.url(site.name, path)
             if url not in rows or site.has_feed:  # a feed's exact time may be newer
