@@ -9,9 +9,9 @@ what the signals say when it starts (a change published before the round is fetc
    `<link rel="alternate">` outlinks of kind `feed`. A source is read again
    `signals.read_interval_days` after its last read, at most `signals.max_sources_per_host` a
    host per round; a trusted host's all, the others' `signals.max_read_share` of the round's
-   top_n in all, the longest overdue first (recrawl.rules.signal_trust.choose_reads); seldom when it lists no dates, its
-   host's signals proved wrong, or it is the feed of a host whose dated sitemap proved its
-   recall (recrawl.rules.signal_trust.next_read_at).
+   top_n in all, the longest overdue first (recrawl.rules.signal_trust.choose_reads); seldom
+   when it lists no dates, its host's signals proved wrong, or it is the feed of a host whose
+   dated sitemap proved its recall (recrawl.rules.signal_trust.next_read_at).
 2. Reading: the fetcher core inside Spark `mapPartitions`, exactly as the fetch step runs it:
    one queue per host, robots.txt obeyed, the host's delay between requests, conditional GET
    with the stored ETag / Last-Modified (a 304 costs the site an empty answer). Captures go to
@@ -135,6 +135,9 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     sig = cfg.section("signals")
     if not sig["enabled"]:
         return {"enabled": 0}
+    share = float(sig["max_read_share"])  # checked before any Spark work
+    if not 0.0 < share <= 1.0:
+        raise ConfigError(f"signals.max_read_share must be within (0, 1], got {share!r}")
     check_no_speculation(spark)
     now = naive_utc(logical)
     now_sql = ts_lit(now)
@@ -143,15 +146,13 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     sources = read(spark, cfg, "signal_sources")
     due = [r.asDict() for r in sources.where(
         f"next_read_at IS NULL OR next_read_at <= {now_sql}").collect()]
-    share = float(sig["max_read_share"])
-    if not 0.0 < share <= 1.0:
-        raise ConfigError(f"signals.max_read_share must be within (0, 1], got {share!r}")
     round_cap = max(1, math.floor(share * int(cfg.get("generate.top_n")) + 1e-9))
     # A re-run of a round that already read its share reads nothing: the sources the cap left
     # out wait for the next round, so that a retried round spends no second share of its budget.
     rerun = sources.where(f"round_id = {rid}").limit(1).count() > 0
-    trusted = {r["host"] for r in with_trust_oracle(spark, cfg, read(spark, cfg, "hosts").select(
-        "host", "signal_trusted", "signal_defer")).where("signal_trusted").select("host").collect()}
+    trusted = set() if rerun else {r["host"] for r in with_trust_oracle(
+        spark, cfg, read(spark, cfg, "hosts").select("host", "signal_trusted", "signal_defer"))
+        .where("signal_trusted").select("host").collect()}
     chosen = [] if rerun else choose_reads(due, int(sig["max_sources_per_host"]), round_cap,
                                            trusted)
     per_host = {r["host"] for r in chosen}
