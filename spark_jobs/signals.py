@@ -40,6 +40,7 @@ from fetcher.cdxj import INDEX_NAME, write_index
 from fetcher.storage import S3Options, Storage
 from recrawl.config import Config, ConfigError
 from recrawl.content.urlnorm import host_key_or_none, try_normalize
+from recrawl.rules.schedules import discovery_slots
 from recrawl.rules.signal_trust import TrustRule, choose_reads, next_read_at
 from recrawl.sparkenv.joblabels import stage
 from recrawl.store.crawldb import set_signals
@@ -57,6 +58,7 @@ from spark_jobs.fetch import (
     recent_fetch,
 )
 from spark_jobs.parse import UnchangedPayload, read_payload
+from spark_jobs.schedule import frontier_and_held
 
 FEED_TYPES = ("application/rss+xml", "application/atom+xml", "application/rdf+xml",
               "application/feed+json")
@@ -150,7 +152,14 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     # A re-run of a round that already read its share reads nothing: the sources the cap left
     # out wait for the next round, so that a retried round spends no second share of its budget.
     rerun = sources.where(f"round_id = {rid}").limit(1).count() > 0
-    trusted = set() if rerun else {r["host"] for r in with_trust_oracle(
+    # A trusted host's sources are read whatever the cap once discovery's reserve takes the
+    # whole frontier; before that every read competes with a first fetch, and at a tenth of
+    # the pages a day the trusted hosts' daily reads and the chases they bring held discovery
+    # back for weeks (docs/freshness.md, "Reads priced against the round").
+    top_n = int(cfg.get("generate.top_n"))
+    open_frontier = not rerun and frontier_and_held(read(spark, cfg, "crawldb"))[0] > \
+        discovery_slots(top_n, float(cfg.get("generate.discovery_share")), top_n)
+    trusted = set() if rerun or open_frontier else {r["host"] for r in with_trust_oracle(
         spark, cfg, read(spark, cfg, "hosts").select("host", "signal_trusted", "signal_defer"))
         .where("signal_trusted").select("host").collect()}
     chosen = [] if rerun else choose_reads(due, int(sig["max_sources_per_host"]), round_cap,
