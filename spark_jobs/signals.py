@@ -8,8 +8,9 @@ what the signals say when it starts (a change published before the round is fetc
    table), the child sitemaps of a sitemap index, and the feeds parse found as
    `<link rel="alternate">` outlinks of kind `feed`. A source is read again
    `signals.read_interval_days` after its last read, at most `signals.max_sources_per_host` a
-   host per round; a trusted host's all, the others' `signals.max_read_share` of the round's
-   top_n in all, the longest overdue first (recrawl.rules.signal_trust.choose_reads); seldom
+   host per round; `signals.max_read_share` of the round's top_n in all, the longest overdue
+   first (recrawl.rules.signal_trust.choose_reads), and a trusted host's all once discovery's
+   reserve takes the whole frontier; seldom
    when it lists no dates, its host's signals proved wrong, or it is the feed of a host whose
    dated sitemap proved its recall (recrawl.rules.signal_trust.next_read_at).
 2. Reading: the fetcher core inside Spark `mapPartitions`, exactly as the fetch step runs it:
