@@ -7,6 +7,11 @@ ranked URL, `crawldb.inlink_score` (Σ rank/out-degree over known in-links — t
 generate uses for URLs not ranked yet), and `hosts.host_rank` (PageRank of the host graph,
 edges weighted by link count).
 Runs on its own cadence; a round never waits for it.
+
+When the link table fits the driver (`pagerank.in_driver_max_edges` under engine "auto", or
+engine "driver") the whole step runs there on Arrow columns (recrawl.graph.stepgraph, the
+same results: tests/spark_jobs/test_pagerank.py compares every table); above it the graph
+work is Spark's and the solvers GraphX's.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import datetime as dt
 
 from recrawl.config import Config
 from recrawl.content.urlnorm import host_key_or_none
+from recrawl.graph import stepgraph
 from recrawl.graph.pagerank import pagerank, strongly_connected_components, weakly_connected_components
 from recrawl.sparkenv.joblabels import stage
 from recrawl.store.crawldb import set_scores
@@ -41,6 +47,8 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
             F.coalesce(F.col(f"{col}_c"), F.col(col)).alias(col)
         )
 
+    if _whole_step_in_driver(p, links):
+        return _run_in_driver(spark, cfg, p, links, dup)
     edges_url = (
         links.join(dup.withColumnRenamed("url", "src_url").withColumnRenamed("canonical_url", "src_url_c"),
                    "src_url", "left")
@@ -103,6 +111,61 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
             # which engine solved the URL graph and the host components (pagerank.engine), as
             # flags: counts are numbers (the step's metrics and the rounds table hold integers)
             f"engine_{res.engine}": 1, f"host_components_engine_{components_engine}": 1}
+
+
+def _whole_step_in_driver(p, links) -> bool:
+    """The whole step in the driver (recrawl.graph.stepgraph) when the URL graph's solver would
+    run there anyway: `engine` "driver", or "auto" with at most `in_driver_max_edges` links (the
+    distinct canonical edges are fewer). Then the edge set, the in-link scores and the host
+    graph are numpy passes instead of Spark joins over the whole link table."""
+    engine = str(p["engine"])
+    if engine == "driver":
+        return True
+    limit = int(p["in_driver_max_edges"])
+    return engine == "auto" and limit > 0 and links.count() <= limit
+
+
+def _run_in_driver(spark, cfg: Config, p, links, dup) -> dict[str, int | str]:
+    """`run` with the graph work in the driver: links, duplicates and crawldb's hosts come over
+    as Arrow, the results go back as Arrow and are written by their owners as in `run`."""
+    import numpy as np  # lazy: as pyarrow
+    import pyarrow as pa  # lazy: pyspark's Arrow path
+    import pyarrow.compute as pc  # lazy: as above
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    stage(spark, "URL graph to the driver")
+    cols = links.toArrow()
+    dups = dup.toArrow()
+    g = stepgraph.canonical_graph(cols.column("src_url"), cols.column("dst_url"), dups.column("url"),
+                        dups.column("canonical_url"))
+    del cols, dups
+    stage(spark, "PageRank of the URL graph (driver)")
+    kw = {"damping": float(p["damping"]), "max_iterations": int(p["max_iterations"]),
+          "tolerance": float(p["tolerance"])}
+    res = stepgraph.url_ranks(g, **kw)
+    inlink = stepgraph.inlink_scores(g, res.ranks)
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    ranked = spark.createDataFrame(pa.table({
+        "url": g.urls, "pagerank": res.ranks,
+        "inlink_score": pa.array(inlink, mask=np.isnan(inlink))}))
+    overwrite(ranked.select("url", "pagerank", F.lit(now).alias("computed_at")), cfg, "scores")
+    set_scores(spark, cfg, ranked)
+    stage(spark, "host graph, ranks and components (driver)")
+    known = read(spark, cfg, "crawldb").select("url", "host").toArrow()
+    at = pc.index_in(g.urls, value_set=known.column("url").combine_chunks().cast(pa.string()))
+    vhost = pc.take(known.column("host").combine_chunks(), at)
+    del known
+    hosts = stepgraph.host_rows(stepgraph.host_graph(g, vhost, host_key_or_none), **kw)
+    set_ranks(spark, cfg, spark.createDataFrame(pa.table({
+        "host": pa.array(hosts.hosts, pa.string()), "host_rank": hosts.host_rank,
+        "component_root": pa.array(hosts.component_root, pa.string()),
+        "component_hosts": hosts.component_hosts,
+        "scc_root": pa.array(hosts.scc_root, pa.string()), "scc_hosts": hosts.scc_hosts})))
+    per_it = sorted(res.seconds)
+    return {"vertices": len(g.urls), "edges": len(g.src), "iterations": res.iterations,
+            "iteration_ms_median": int(1000 * per_it[len(per_it) // 2]) if per_it else 0,
+            "largest_host_scc": int(hosts.scc_hosts.max()) if len(hosts.hosts) else 0,
+            "hosts_scc_unresolved": 0, "engine_driver": 1, "host_components_engine_driver": 1}
 
 
 def host_graph(ids, edges, known=None):

@@ -45,3 +45,81 @@ def test_url_edges_become_weighted_host_edges_with_components_and_ranks(spark, e
     ranks = {r["host"]: r["host_rank"] for r in host_ranks(spark, he, p).collect()}
     assert set(ranks) == {a, b, c, d, e}
     assert ranks[a] > ranks[c] and ranks[e] > ranks[d]  # linked-to hosts rank higher
+
+
+# The whole step in the driver (recrawl.graph.stepgraph) against its Spark path on one crawl:
+# duplicates collapsed onto their latest survivor, self-links and repeated links, a link to a
+# URL crawldb lacks (its host from host_key) and one to a URL without a host.
+CRAWL = {  # url -> host, as crawldb stores it
+    "http://a.test/1": "http://a.test:80", "http://a.test/2": "http://a.test:80",
+    "http://a.test/copy": "http://a.test:80", "http://b.test/1": "http://b.test:80",
+    "http://b.test/2": "http://b.test:80", "http://c.test/1": "http://c.test:80",
+    "http://d.test/1": "http://d.test:80", "http://e.test/1": "http://e.test:80",
+}
+LINKS = [("http://a.test/1", "http://a.test/2"), ("http://a.test/1", "http://b.test/1"),
+         ("http://a.test/1", "http://b.test/1"), ("http://a.test/2", "http://a.test/2"),
+         ("http://a.test/copy", "http://c.test/1"), ("http://b.test/1", "http://a.test/copy"),
+         ("http://b.test/1", "http://b.test/2"), ("http://b.test/2", "http://a.test/1"),
+         ("http://c.test/1", "http://a.test/1"), ("http://c.test/1", "http://f.test/new"),
+         ("http://d.test/1", "http://e.test/1"), ("http://e.test/1", "not a url"),
+         ("http://b.test/2", "http://b.test/1")]
+DUPS = [("r1", "http://a.test/copy", "http://b.test/2"),  # superseded by r2's verdict
+        ("r2", "http://a.test/copy", "http://a.test/1")]
+
+
+def _tables(spark, cfg) -> dict:
+    def rows(name, key, *cols):
+        got = spark.read.format("delta").load(cfg.table_path(name)).collect()
+        return {r[key]: tuple(r[c] for c in cols) for r in got}
+
+    return {"scores": rows("scores", "url", "pagerank"),
+            "crawldb": rows("crawldb", "url", "score", "inlink_score"),
+            "hosts": rows("hosts", "host", "host_rank", "component_root", "component_hosts",
+                          "scc_root", "scc_hosts")}
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and abs(a - b) < 1e-12
+    return a == b
+
+
+def test_whole_step_in_the_driver_writes_what_the_spark_path_writes(spark, cfg):
+    import datetime as dt
+
+    from recrawl.store.tables import conform, init_tables
+    from spark_jobs import pagerank
+
+    init_tables(spark, cfg)
+
+    def append(name, df):
+        conform(df, name).write.format("delta").mode("append").save(cfg.table_path(name))
+
+    append("crawldb", spark.createDataFrame(
+        [{"url": u, "host": h, "status": "fetched", "depth": 0} for u, h in CRAWL.items()]))
+    append("links", spark.createDataFrame(
+        [{"src_url": s, "dst_url": d, "round_id": "r1", "kind": "a"} for s, d in LINKS]))
+    append("duplicates", spark.createDataFrame(
+        [{"round_id": r, "url": u, "canonical_url": c, "kind": "exact"} for r, u, c in DUPS]))
+    logical = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    tables = {}
+    for engine in ("dataframe", "driver"):
+        c = cfg.with_overrides({"pagerank.engine": engine, "pagerank.tolerance": 1e-13,
+                                "pagerank.max_iterations": 200,
+                                "pagerank.components_in_driver_max_edges": 0})
+        counts = pagerank.run(spark, c, logical)
+        assert counts.get(f"engine_{engine}") == 1
+        tables[engine] = (counts, _tables(spark, c))
+    (spark_counts, want), (driver_counts, got) = tables["dataframe"], tables["driver"]
+    for key in ("vertices", "edges", "iterations", "largest_host_scc"):
+        assert driver_counts[key] == spark_counts[key], key
+    # the copy is no vertex (its links moved to a.test/1); the self-link and the repeat count once
+    assert "http://a.test/copy" not in got["scores"] and driver_counts["edges"] == 11
+    for name, rows in want.items():
+        assert set(got[name]) == set(rows), name
+        for key, values in rows.items():
+            assert all(_close(a, b) for a, b in zip(values, got[name][key], strict=True)), \
+                (name, key, values, got[name][key])
+    # a URL nothing links to keeps no in-link score; f.test's new URL has no crawldb row
+    assert got["crawldb"]["http://d.test/1"][1] is None
+    assert "http://f.test:80" in got["hosts"] and got["hosts"]["http://a.test:80"][4] == 3
