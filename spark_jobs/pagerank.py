@@ -136,8 +136,8 @@ def _run_in_driver(spark, cfg: Config, p, links, dup) -> dict[str, int | str]:
     stage(spark, "URL graph to the driver")
     cols = links.toArrow()
     dups = dup.toArrow()
-    g = stepgraph.canonical_graph(cols.column("src_url"), cols.column("dst_url"), dups.column("url"),
-                        dups.column("canonical_url"))
+    g = stepgraph.canonical_graph(cols.column("src_url"), cols.column("dst_url"),
+                                  dups.column("url"), dups.column("canonical_url"))
     del cols, dups
     stage(spark, "PageRank of the URL graph (driver)")
     kw = {"damping": float(p["damping"]), "max_iterations": int(p["max_iterations"]),

@@ -54,12 +54,14 @@ def canonical_graph(src_url, dst_url, dup_url, dup_canonical) -> UrlGraph:
 
     text = pa.large_string()  # a 10M-URL crawl's links pass 2 GB of characters
 
+    dups = _flat(dup_url).cast(text)
+    survivors = _flat(dup_canonical).cast(text)
+
     def canon(col):
         col = _flat(col).cast(text)
-        if len(dup_url) == 0:
+        if len(dups) == 0:
             return col
-        at = pc.index_in(col, value_set=_flat(dup_url).cast(text))
-        return pc.coalesce(pc.take(_flat(dup_canonical).cast(text), at), col)
+        return pc.coalesce(pc.take(survivors, pc.index_in(col, value_set=dups)), col)
 
     s, d = canon(src_url), canon(dst_url)
     m = len(s)
@@ -69,14 +71,20 @@ def canonical_graph(src_url, dst_url, dup_url, dup_canonical) -> UrlGraph:
     si, di = idx[:m], idx[m:]
     keep = si != di
     pairs = np.unique(si[keep] * n + di[keep])  # distinct edges, packed (n^2 < 2^63 up to 3e9)
-    si, di = pairs // n, pairs % n
-    # keep only URLs on an edge (one seen only on a self-link is no vertex), in code order
-    used = np.zeros(n, dtype=bool)
-    used[si] = True
-    used[di] = True
-    renumber = np.cumsum(used) - 1
+    # only URLs on an edge are vertices (one seen only on a self-link is none)
+    used, si, di = _on_edges(n, pairs // n, pairs % n)
     urls = codes.dictionary.filter(pa.array(used)).cast(pa.string())
-    return UrlGraph(urls, renumber[si], renumber[di])
+    return UrlGraph(urls, si, di)
+
+
+def _on_edges(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of vertices 0..n-1, those on an edge, renumbered in their order: (mask of the kept
+    ones, src, dst in the new numbers)."""
+    used = np.zeros(n, dtype=bool)
+    used[src] = True
+    used[dst] = True
+    renumber = np.cumsum(used) - 1
+    return used, renumber[src], renumber[dst]
 
 
 def _flat(col):
@@ -127,15 +135,11 @@ def host_graph(g: UrlGraph, vertex_host, host_of: Callable[[str], str | None] | 
     keep = (hs >= 0) & (hd >= 0) & (hs != hd)
     width = max(k, 1)
     pairs, weight = np.unique(hs[keep] * width + hd[keep], return_counts=True)
-    hs, hd = pairs // width, pairs % width
     # only hosts on a host edge are vertices; renumbering keeps the names' order
-    used = np.zeros(k, dtype=bool)
-    used[hs] = True
-    used[hd] = True
-    renumber = np.cumsum(used) - 1
+    used, hs, hd = _on_edges(k, pairs // width, pairs % width)
     names = enc.dictionary.take(pa.array(order)).to_pylist()
-    return HostGraph([h for h, u in zip(names, used, strict=True) if u], renumber[hs],
-                     renumber[hd], weight.astype(np.int64))
+    return HostGraph([h for h, u in zip(names, used, strict=True) if u], hs, hd,
+                     weight.astype(np.int64))
 
 
 @dataclass(frozen=True)
