@@ -147,6 +147,14 @@ class ChangeRateOptimalSchedule(_Bounds):
     Weights are PageRank scores; a page without one counts as an average page (`default_weight`
     1.0, GraphFrames' mean PageRank), and tiny scores are floored so that no page has zero
     value. A page without a rate estimate gets `default_rate` (the change-rate prior mean).
+
+    `min_change_probability` p caps every page's frequency at rate / -ln(1 - p): a revisit is
+    planned no sooner than the page has a chance p of having changed (within the interval
+    bounds: the maximum interval still wins for pages slower than that). Cho's optimum counts
+    only freshness, so it revisits slow pages at a 5-20 % chance of change when the budget
+    allows; each of those fetches costs the site a full response for nothing. The cap is one
+    more box constraint of the same concave problem, so `solve` spends the budget the slow
+    pages leave on the others (docs/freshness.md, "A floor on the chance of change").
     """
 
     name: ClassVar[str] = "optimal"
@@ -155,6 +163,18 @@ class ChangeRateOptimalSchedule(_Bounds):
     default_rate: float = 0.1
     default_weight: float = 1.0
     weight_floor: float = 1e-6
+    min_change_probability: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.min_change_probability < 1.0:
+            raise ValueError("schedule.min_change_probability must be in [0, 1), got "
+                             f"{self.min_change_probability}")
+
+    @property
+    def _min_ratio(self) -> float:
+        """rate / frequency at which a revisit has min_change_probability of a change."""
+        return -math.log1p(-self.min_change_probability)
 
     # -- per page --
 
@@ -193,7 +213,10 @@ class ChangeRateOptimalSchedule(_Bounds):
                 "ChangeRateOptimalSchedule needs mu: solve it with solve_multiplier() / "
                 "allocate() for the round and pass ScheduleContext(mu=...)"
             )
-        f = optimal_frequency(self._rate(page.change_rate), self._weight(page.score), mu)
+        rate = self._rate(page.change_rate)
+        f = optimal_frequency(rate, self._weight(page.score), mu)
+        if self.min_change_probability > 0:
+            f = min(f, rate / self._min_ratio)
         return 1.0 / self._clip_freq(f)
 
     # -- batch --
@@ -209,7 +232,8 @@ class ChangeRateOptimalSchedule(_Bounds):
 
         If the budget cannot pay for every page at the maximum interval, every page gets the
         maximum interval and mu is inf (generate's top_n then rations the due pages); if it
-        pays for every changing page at the minimum interval, they all get it and mu is 0.
+        pays for every changing page at its upper bound (the minimum interval, or the
+        change-chance floor), they all get it and mu is 0.
         """
         budget = self.daily_budget if budget_per_day is None else budget_per_day
         if budget is None or budget <= 0:
@@ -224,17 +248,21 @@ class ChangeRateOptimalSchedule(_Bounds):
             return Allocation(0.0, lam, 0.0)
         pos = lam > 0
         lam_p, w_p = lam[pos], w[pos]
+        # each changing page's upper bound: the minimum interval, or the change-chance floor
+        top = np.full(lam_p.shape, fmax)
+        if self.min_change_probability > 0:
+            top = np.maximum(fmin, np.minimum(fmax, lam_p / self._min_ratio))
 
         def freqs(mu: float, polish: int) -> np.ndarray:
             f = np.full(lam.shape, fmin)
             if mu <= 0:
-                f[pos] = fmax
+                f[pos] = top
                 return f
             y = mu * lam_p / w_p
             fp = np.zeros_like(lam_p)
             live = y < 1.0
             fp[live] = lam_p[live] / h_inverse_vec(y[live], polish)
-            f[pos] = np.clip(fp, fmin, fmax)
+            f[pos] = np.clip(fp, fmin, top)
             return f
 
         def used(mu: float, polish: int = 0) -> float:
@@ -248,9 +276,9 @@ class ChangeRateOptimalSchedule(_Bounds):
         if budget <= float(c.sum()) * fmin:
             f = freqs(mu_hi, 0)
             return Allocation(math.inf, f, float(np.dot(c, f)))
-        # Lower end: mu small enough that every changing page sits at fmax,
-        # i.e. mu lam / w <= h(lam / fmax) for all of them.
-        mu_lo = max(float(np.min(h_vec(lam_p / fmax) * w_p / lam_p)), 1e-300)
+        # Lower end: mu small enough that every changing page sits at its upper bound,
+        # i.e. mu lam / w <= h(lam / top) for all of them.
+        mu_lo = max(float(np.min(h_vec(lam_p / top) * w_p / lam_p)), 1e-300)
         mu = find_root_log(lambda m: used(m) - budget, mu_lo, mu_hi, abs_tol=budget * 1e-9)
         f = freqs(mu, 2)
         return Allocation(mu, f, float(np.dot(c, f)))
@@ -385,6 +413,7 @@ _SECTION_KEYS = frozenset(
         "dec_rate",
         "oracle_rates",
         "min_revisit_share",
+        "min_change_probability",
     }
 )
 
