@@ -194,6 +194,57 @@ def test_next_interval_with_mu_reproduces_the_batch_solution():
         s.next_interval(PageState(change_rate=0.1))
 
 
+@pytest.mark.parametrize("p", [0.3, 0.5])
+def test_change_chance_floor_caps_revisits_and_spends_the_rest(p):
+    """With the floor no revisit is planned before a page's chance of change reaches p (the
+    maximum interval excepted); the budget those pages leave goes to the others, the problem
+    stays optimal under its new box constraints, and the unchanged fetches fall."""
+    rates, weights = random_pages(1000, 5)
+    free = ChangeRateOptimalSchedule(min_interval_days=0.25, max_interval_days=30.0)
+    floored = ChangeRateOptimalSchedule(min_interval_days=0.25, max_interval_days=30.0,
+                                        min_change_probability=p)
+    budget = 150.0
+    a, b = free.solve(rates, weights, None, budget), floored.solve(rates, weights, None, budget)
+    assert b.used_budget == pytest.approx(budget, rel=1e-6)
+    chance = -np.expm1(-rates / b.freqs)
+    at_max = b.freqs <= 1 / 30.0 * 1.0001
+    assert np.all(chance[~at_max] >= p - 1e-9)
+    assert (-np.expm1(-rates / a.freqs) < p).sum() > 50  # the floor had work to do
+    # the pages it capped gave fetches to the others: mu fell
+    assert b.mu < a.mu
+    unchanged = float(np.sum(b.freqs * np.exp(-rates / b.freqs)))
+    assert unchanged < float(np.sum(a.freqs * np.exp(-rates / a.freqs)))
+    # optimal within the new bounds: moving budget between two interior pages never helps
+    top = np.minimum(4.0, rates / -math.log1p(-p))
+    inner = np.flatnonzero((b.freqs > 1 / 30.0 * 1.0001) & (b.freqs < top * 0.9999))
+    best = objective(rates, weights, b.freqs)
+    rng = random.Random(1)
+    for _ in range(100):
+        i, j = rng.sample(list(inner), 2)
+        f = b.freqs.copy()
+        d = 0.02 * min(f[i], f[j])
+        f[i] += d
+        f[j] -= d
+        if f[i] <= top[i]:
+            assert objective(rates, weights, f) <= best + 1e-9
+    # the per-page path (a Spark UDF's) gives the batch answer at the same mu
+    ctx = ScheduleContext(mu=b.mu)
+    for k in range(0, 1000, 37):
+        page = PageState(change_rate=float(rates[k]), score=float(weights[k]))
+        assert 1.0 / floored.next_interval(page, ctx) == pytest.approx(b.freqs[k], rel=1e-6)
+
+
+def test_change_chance_floor_under_spends_when_every_page_is_capped():
+    s = ChangeRateOptimalSchedule(min_interval_days=0.25, max_interval_days=30.0,
+                                  min_change_probability=0.5)
+    a = s.solve([0.1, 1.0], [1.0, 1.0], None, 100.0)
+    assert a.mu == 0.0
+    assert 1 - math.exp(-0.1 / a.freqs[0]) == pytest.approx(0.5)
+    assert a.used_budget < 2.0  # far below the 100 offered: the rest is not spent
+    with pytest.raises(ValueError, match="min_change_probability"):
+        ChangeRateOptimalSchedule(min_change_probability=1.0)
+
+
 def test_buckets_equal_expanded_pages():
     s = ChangeRateOptimalSchedule(daily_budget=30.0)
     buckets = [("b1", 0.05, 1.0, 50), ("b2", 0.5, 2.0, 20), ("b3", 2.0, 0.5, 30)]
