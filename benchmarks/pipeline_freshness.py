@@ -277,6 +277,7 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
     """Run `args.days` rounds of `policy` on a fresh SimWeb and crawl home; measure each day."""
     from app.cli import run_step
     from app.demo import demo_config
+    from recrawl.config import parse_value
     from recrawl.rules.rounds import STEPS, parse_date, round_id_for
     from recrawl.store.tables import init_tables
     from simweb.response import EPOCH
@@ -323,7 +324,10 @@ def run_policy(spark, policy: str, args: argparse.Namespace, workdir: str) -> Po
             overrides["schedule.oracle_rates"] = str(oracle)
         cfg = demo_config(home, **overrides)
         if args.set:
-            cfg = cfg.with_overrides(dict(kv.split("=", 1) for kv in args.set), "--set")
+            # values read as the CLI's --set reads them (TOML: 0.3 a float, true a bool)
+            cfg = cfg.with_overrides(
+                {k.strip(): parse_value(v.strip()) for k, v in (kv.split("=", 1) for kv in args.set)},
+                "--set")
         init_tables(spark, cfg)
         seeds = home / "seeds.txt"
         every = [u for site in web.world.sites for u in web.truth.pages(site.name)]
