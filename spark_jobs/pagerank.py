@@ -25,7 +25,7 @@ from recrawl.graph.pagerank import pagerank, strongly_connected_components, weak
 from recrawl.sparkenv.joblabels import stage
 from recrawl.store.crawldb import set_scores
 from recrawl.store.hostdb import set_ranks
-from recrawl.store.tables import overwrite, read
+from recrawl.store.tables import arrow_columns, overwrite, read, row_count
 
 
 def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
@@ -34,7 +34,6 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
     from pyspark.sql import functions as F  # lazy: pyspark
 
     p = cfg.section("pagerank")
-    links = read(spark, cfg, "links").select("src_url", "dst_url")
     # Collapse duplicates onto their survivor (latest verdict per URL).
     latest = Window.partitionBy("url").orderBy(F.col("round_id").desc())
     dup = (
@@ -47,8 +46,9 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
             F.coalesce(F.col(f"{col}_c"), F.col(col)).alias(col)
         )
 
-    if _whole_step_in_driver(p, links):
-        return _run_in_driver(spark, cfg, p, links, dup)
+    if _whole_step_in_driver(spark, cfg, p):
+        return _run_in_driver(spark, cfg, p, dup)
+    links = read(spark, cfg, "links").select("src_url", "dst_url")
     edges_url = (
         links.join(dup.withColumnRenamed("url", "src_url").withColumnRenamed("canonical_url", "src_url_c"),
                    "src_url", "left")
@@ -113,7 +113,7 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
             f"engine_{res.engine}": 1, f"host_components_engine_{components_engine}": 1}
 
 
-def _whole_step_in_driver(p, links) -> bool:
+def _whole_step_in_driver(spark, cfg: Config, p) -> bool:
     """The whole step in the driver (recrawl.graph.stepgraph) when the URL graph's solver would
     run there anyway: `engine` "driver", or "auto" with at most `in_driver_max_edges` links (the
     distinct canonical edges are fewer). Then the edge set, the in-link scores and the host
@@ -122,19 +122,20 @@ def _whole_step_in_driver(p, links) -> bool:
     if engine == "driver":
         return True
     limit = int(p["in_driver_max_edges"])
-    return engine == "auto" and limit > 0 and links.count() <= limit
+    return engine == "auto" and limit > 0 and row_count(spark, cfg, "links") <= limit
 
 
-def _run_in_driver(spark, cfg: Config, p, links, dup) -> dict[str, int | str]:
+def _run_in_driver(spark, cfg: Config, p, dup) -> dict[str, int | str]:
     """`run` with the graph work in the driver: links, duplicates and crawldb's hosts come over
-    as Arrow, the results go back as Arrow and are written by their owners as in `run`."""
+    as Arrow (links and hosts read from their files, `arrow_columns`), the results go back as
+    Arrow and are written by their owners as in `run`."""
     import numpy as np  # lazy: as pyarrow
     import pyarrow as pa  # lazy: pyspark's Arrow path
     import pyarrow.compute as pc  # lazy: as above
     from pyspark.sql import functions as F  # lazy: pyspark
 
     stage(spark, "URL graph to the driver")
-    cols = links.toArrow()
+    cols = arrow_columns(spark, cfg, "links", ["src_url", "dst_url"])
     dups = dup.toArrow()
     g = stepgraph.canonical_graph(cols.column("src_url"), cols.column("dst_url"),
                                   dups.column("url"), dups.column("canonical_url"))
@@ -151,7 +152,7 @@ def _run_in_driver(spark, cfg: Config, p, links, dup) -> dict[str, int | str]:
     overwrite(ranked.select("url", "pagerank", F.lit(now).alias("computed_at")), cfg, "scores")
     set_scores(spark, cfg, ranked)
     stage(spark, "host graph, ranks and components (driver)")
-    known = read(spark, cfg, "crawldb").select("url", "host").toArrow()
+    known = arrow_columns(spark, cfg, "crawldb", ["url", "host"])
     at = pc.index_in(g.urls, value_set=known.column("url").combine_chunks().cast(pa.string()))
     vhost = pc.take(known.column("host").combine_chunks(), at)
     del known
