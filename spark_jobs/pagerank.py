@@ -25,7 +25,7 @@ from recrawl.graph.pagerank import pagerank, strongly_connected_components, weak
 from recrawl.sparkenv.joblabels import stage
 from recrawl.store.crawldb import set_scores
 from recrawl.store.hostdb import set_ranks
-from recrawl.store.tables import arrow_columns, overwrite, read, row_count
+from recrawl.store.tables import arrow_columns, overwrite, overwrite_arrow, read, row_count
 
 
 def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
@@ -132,7 +132,6 @@ def _run_in_driver(spark, cfg: Config, p, dup) -> dict[str, int | str]:
     import numpy as np  # lazy: as pyarrow
     import pyarrow as pa  # lazy: pyspark's Arrow path
     import pyarrow.compute as pc  # lazy: as above
-    from pyspark.sql import functions as F  # lazy: pyspark
 
     stage(spark, "URL graph to the driver")
     cols = arrow_columns(spark, cfg, "links", ["src_url", "dst_url"])
@@ -145,12 +144,16 @@ def _run_in_driver(spark, cfg: Config, p, dup) -> dict[str, int | str]:
           "tolerance": float(p["tolerance"])}
     res = stepgraph.url_ranks(g, **kw)
     inlink = stepgraph.inlink_scores(g, res.ranks)
-    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    ranked = spark.createDataFrame(pa.table({
-        "url": g.urls, "pagerank": res.ranks,
-        "inlink_score": pa.array(inlink, mask=np.isnan(inlink))}))
-    overwrite(ranked.select("url", "pagerank", F.lit(now).alias("computed_at")), cfg, "scores")
-    set_scores(spark, cfg, ranked)
+    now_us = int(dt.datetime.now(dt.UTC).timestamp() * 1_000_000)
+    urls = g.urls.cast(pa.string())
+    overwrite_arrow(spark, cfg, "scores", pa.table({
+        "url": urls, "pagerank": res.ranks,
+        "computed_at": pa.array(np.full(len(urls), now_us, np.int64)).cast(
+            pa.timestamp("us", tz="UTC"))}))
+    set_scores(spark, cfg, pa.table({
+        "url": urls, "pagerank": res.ranks,
+        "inlink_score": pa.array(inlink, mask=np.isnan(inlink))}),
+        in_driver_rows=int(p["in_driver_max_edges"]))
     stage(spark, "host graph, ranks and components (driver)")
     known = arrow_columns(spark, cfg, "crawldb", ["url", "host"])
     at = pc.index_in(g.urls, value_set=known.column("url").combine_chunks().cast(pa.string()))

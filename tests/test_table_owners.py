@@ -18,6 +18,7 @@ PACKAGES = ("recrawl", "analyst", "fetcher", "spark_jobs", "app", "dags")
 TABLE_API = "recrawl.store.tables"
 # write function -> index of the table name among its positional arguments
 WRITES = {"merge_into": 2, "update_where": 2, "replace_round": 2, "overwrite": 2,
+          "overwrite_arrow": 2,
           "replace_rows": 1}
 HOUSEKEEPING_ONLY = {"delta_table"}
 

@@ -271,8 +271,8 @@ def all_rows(cfg: Config, name: str, columns: list[str]) -> list[dict]:
     return _rs_table(cfg, name).to_pyarrow_table(columns=columns).to_pylist()
 
 
-def arrow_columns(spark, cfg: Config, name: str, columns: list[str]):
-    """`columns` of a table's current version as one Arrow table in the driver.
+def arrow_columns(spark, cfg: Config, name: str, columns: list[str] | None = None):
+    """`columns` (None: all) of a table's current version as one Arrow table in the driver.
 
     On a local crawl home delta-rs reads them straight from the Parquet files its log lists
     (3.6M links in 1.4 s where Spark's toArrow took 10.7 s: no JVM scan, no batches through
@@ -286,7 +286,29 @@ def arrow_columns(spark, cfg: Config, name: str, columns: list[str]):
             return _rs_table(cfg, name).to_pyarrow_table(columns=columns)
         except DeltaProtocolError:
             pass  # a reader feature delta-rs lacks: Spark reads every table it writes
-    return read(spark, cfg, name).select(*columns).toArrow()
+    df = read(spark, cfg, name)
+    return (df if columns is None else df.select(*columns)).toArrow()
+
+
+def overwrite_arrow(spark, cfg: Config, name: str, data) -> None:
+    """`overwrite` with the new contents held in the driver as an Arrow table (the columns of
+    the table, any order): delta-rs writes it on a local crawl home, one commit with no JVM
+    round trip (962k PageRank scores in ~1 s); elsewhere Spark writes it."""
+    if local_rows_supported(cfg):
+        import pyarrow as pa  # lazy: heavy
+        from deltalake import write_deltalake  # lazy: heavy (delta-rs)
+        from deltalake.exceptions import DeltaProtocolError  # lazy: heavy (delta-rs)
+
+        table = _rs_table(cfg, name)
+        target = pa.schema(table.schema().to_arrow())
+        try:
+            write_deltalake(table, data.select(target.names).cast(target), mode="overwrite")
+        except DeltaProtocolError:
+            pass  # a writer feature delta-rs lacks: Spark writes it below
+        else:
+            _checkpoint_like_spark(table)
+            return
+    overwrite(spark.createDataFrame(data), cfg, name)
 
 
 def row_count(spark, cfg: Config, name: str) -> int:

@@ -245,3 +245,43 @@ def test_a_merge_goes_to_spark_unless_portable_small_and_into_a_small_table(spar
     monkeypatch.setattr(tables, "SMALL_TARGET_ROWS", 0)  # a target above the size limit
     assert merge(portable=True) == "spark"
     assert read(spark, cfg, "robots").count() == 1
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["delta-rs", "spark"])
+def test_arrow_reads_and_writes_agree_on_both_paths(spark, cfg, monkeypatch, local):
+    """The driver's Arrow path (PageRank in the driver): `overwrite_arrow`, `arrow_columns`,
+    `row_count` and `set_scores` from Arrow, by delta-rs on a local home and by Spark where
+    delta-rs may not write (object storage): the same rows, instants and counts."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from recrawl.store import crawldb, tables
+
+    init_tables(spark, cfg)
+    monkeypatch.setattr(tables, "local_rows_supported", lambda c: local)
+    monkeypatch.setattr(crawldb, "local_rows_supported", lambda c: local)
+    when = dt.datetime(2026, 11, 2, 3, 4, 5, 678901, tzinfo=dt.UTC)
+    tables.overwrite_arrow(spark, cfg, "scores", pa.table({
+        "pagerank": [0.5, 0.25], "url": ["http://a/", "http://b/"],
+        "computed_at": pa.array([when, None], pa.timestamp("us", tz="UTC"))}))
+    got = {r.url: (r.pagerank, r.computed_at) for r in read(spark, cfg, "scores").collect()}
+    assert got == {"http://a/": (0.5, when.replace(tzinfo=None)), "http://b/": (0.25, None)}
+    assert _last_writer(cfg, "scores") == ("delta-rs" if local else "spark")
+    assert tables.row_count(spark, cfg, "scores") == 2
+    arrow = tables.arrow_columns(spark, cfg, "scores", ["url", "pagerank"])
+    assert sorted(arrow.to_pylist(), key=lambda r: r["url"]) == [
+        {"url": "http://a/", "pagerank": 0.5}, {"url": "http://b/", "pagerank": 0.25}]
+    # crawldb: a ranked row takes the new score (and a null in-link score), one not ranked
+    # keeps its own, a score for a URL crawldb lacks adds nothing
+    spark.createDataFrame([("http://a/", "a", 0.1, 0.2), ("http://c/", "c", 0.3, 0.4)],
+                          "url string, host string, score double, inlink_score double") \
+        .createOrReplaceTempView("seed")
+    spark.sql(f"INSERT INTO delta.`{cfg.table_path('crawldb')}` (url, host, status, score, "
+              "inlink_score) SELECT url, host, 'fetched', score, inlink_score FROM seed")
+    crawldb.set_scores(spark, cfg, pa.table({
+        "url": ["http://a/", "http://z/"], "pagerank": [0.9, 0.8],
+        "inlink_score": pa.array([None, 0.7], pa.float64())}), in_driver_rows=10)
+    rows = {r.url: (r.score, r.inlink_score) for r in read(spark, cfg, "crawldb").collect()}
+    assert rows == {"http://a/": (0.9, None), "http://c/": (0.3, 0.4)}
+    assert _last_writer(cfg, "crawldb") == ("delta-rs" if local else "spark")
