@@ -17,6 +17,7 @@ work is Spark's and the solvers GraphX's.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 
 from recrawl.config import Config
 from recrawl.content.urlnorm import host_key_or_none
@@ -26,6 +27,8 @@ from recrawl.sparkenv.joblabels import stage
 from recrawl.store.crawldb import set_scores
 from recrawl.store.hostdb import set_ranks
 from recrawl.store.tables import arrow_columns, overwrite, overwrite_arrow, read, row_count
+
+log = logging.getLogger(__name__)
 
 
 def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
@@ -41,55 +44,32 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
         .where("n = 1").select("url", "canonical_url")
     )
 
-    def canon(col: str):
-        return (
-            F.coalesce(F.col(f"{col}_c"), F.col(col)).alias(col)
-        )
-
     if _whole_step_in_driver(spark, cfg, p):
         return _run_in_driver(spark, cfg, p, dup)
     links = read(spark, cfg, "links").select("src_url", "dst_url")
-    edges_url = (
-        links.join(dup.withColumnRenamed("url", "src_url").withColumnRenamed("canonical_url", "src_url_c"),
-                   "src_url", "left")
-        .join(dup.withColumnRenamed("url", "dst_url").withColumnRenamed("canonical_url", "dst_url_c"),
-              "dst_url", "left")
-        .select(canon("src_url"), canon("dst_url"))
-        .where("src_url != dst_url").distinct()
-        # used five times below (ids, edges, out-degrees, in-link scores, host graph): kept,
-        # not recomputed from `links` each time (docs/scale.md)
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    urls = (
-        edges_url.select(F.col("src_url").alias("url"))
-        .union(edges_url.select(F.col("dst_url").alias("url"))).distinct()
-    )
-    ids = urls.withColumn("id", F.monotonically_increasing_id()).cache()
-    edges = (
-        edges_url.join(ids.withColumnRenamed("url", "src_url").withColumnRenamed("id", "src"), "src_url")
-        .join(ids.withColumnRenamed("url", "dst_url").withColumnRenamed("id", "dst"), "dst_url")
-        .select("src", "dst")
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
+    ids, edges, collisions = _url_graph_by_hash(links, dup)
+    if collisions:
+        ids, edges, collisions = _url_graph_by_name(links, dup, collisions)
     stage(spark, "PageRank of the URL graph")
     res = pagerank(
         spark, ids.select("id"), edges, damping=float(p["damping"]),
         max_iterations=int(p["max_iterations"]), tolerance=float(p["tolerance"]),
         in_driver_max_edges=int(p["in_driver_max_edges"]), engine=str(p["engine"]),
     )
-    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
-    scores = res.ranks.join(ids, "id").select("url", "pagerank", F.lit(now).alias("computed_at")).cache()
-    overwrite(scores, cfg, "scores")
-    # Estimated priority for URLs not ranked as fetched pages: Σ rank / out-degree of in-links.
-    outdeg = edges_url.groupBy("src_url").agg(F.count("*").alias("deg"))
+    # Estimated priority for URLs not ranked as fetched pages: Σ rank / out-degree of in-links,
+    # on the integer edges (every in-link's source is a ranked vertex).
+    outdeg = edges.groupBy("src").agg(F.count("*").alias("deg"))
     inlink = (
-        edges_url.join(outdeg, "src_url")
-        .join(scores.withColumnRenamed("url", "src_url"), "src_url")
-        .groupBy(F.col("dst_url").alias("url"))
+        edges.join(outdeg, "src")
+        .join(res.ranks.withColumnRenamed("id", "src"), "src")
+        .groupBy(F.col("dst").alias("id"))
         .agg(F.sum(F.col("pagerank") / F.col("deg")).alias("inlink_score"))
     )
-    upd = scores.select("url", "pagerank").join(inlink, "url", "full")
-    set_scores(spark, cfg, upd)
+    ranked = (res.ranks.join(inlink, "id", "left").join(ids, "id")
+              .select("url", "pagerank", "inlink_score").persist(StorageLevel.MEMORY_AND_DISK))
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    overwrite(ranked.select("url", "pagerank", F.lit(now).alias("computed_at")), cfg, "scores")
+    set_scores(spark, cfg, ranked)
     host_edges = host_graph(ids, edges, read(spark, cfg, "crawldb").select("url", "host"))
     host_rank = host_ranks(spark, host_edges, p)
     stage(spark, "host graph components")
@@ -99,15 +79,17 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
     big_scc = host_rows.agg(F.max("scc_hosts")).first()[0] or 0
     unresolved = host_rows.where("scc_root IS NULL").count()
     host_rows.unpersist()
-    n = scores.count()
+    n = ranked.count()
     n_edges = edges.count()
-    for df in (scores, ids, edges, edges_url, host_edges):
+    for df in (ranked, ids, edges, host_edges):
         df.unpersist()
     per_it = sorted(res.seconds)
     return {"vertices": n, "edges": n_edges, "iterations": res.iterations,
             # the URL graph's median iteration: what one more iteration costs (docs/scale.md)
             "iteration_ms_median": int(1000 * per_it[len(per_it) // 2]) if per_it else 0,
             "largest_host_scc": int(big_scc), "hosts_scc_unresolved": unresolved,
+            # URLs whose 64-bit ids collided (the graph was then numbered by name instead)
+            "id_collisions": collisions,
             # which engine solved the URL graph and the host components (pagerank.engine), as
             # flags: counts are numbers (the step's metrics and the rounds table hold integers)
             f"engine_{res.engine}": 1, f"host_components_engine_{components_engine}": 1}
@@ -123,6 +105,87 @@ def _whole_step_in_driver(spark, cfg: Config, p) -> bool:
         return True
     limit = int(p["in_driver_max_edges"])
     return engine == "auto" and limit > 0 and row_count(spark, cfg, "links") <= limit
+
+
+def _canon_pairs(links, dup, key):
+    """`links` as (src, dst) `key`s, each end collapsed onto its survivor by `dup` (url,
+    canonical_url), self-links dropped, one row per pair."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    d = dup.select(key(F.col("url")).alias("u"), key(F.col("canonical_url")).alias("c"))
+    return (
+        links.select(key(F.col("src_url")).alias("s"), key(F.col("dst_url")).alias("d"))
+        .join(d.withColumnRenamed("u", "s").withColumnRenamed("c", "sc"), "s", "left")
+        .join(d.withColumnRenamed("u", "d").withColumnRenamed("c", "dc"), "d", "left")
+        .select(F.coalesce("sc", "s").alias("src"), F.coalesce("dc", "d").alias("dst"))
+        .where("src != dst").distinct()
+    )
+
+
+def _url_id(col):
+    """A URL's vertex id (a Column): its 64-bit xxhash64, Spark's own hash."""
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    return F.xxhash64(col)
+
+
+def _url_graph_by_hash(links, dup):
+    """(ids: url, id; edges: src, dst; 0) with a URL's id its 64-bit xxhash64, or (None, None,
+    how many ids collide) when two of the graph's URLs share one (then `_url_graph_by_name`
+    numbers them).
+
+    Hashing numbers every URL where it is read, so the edge set is built, deduplicated and
+    joined on integer pairs: the URL text is shuffled once, to name the vertices, instead of in
+    every join of the edge set (at 10M URLs the string joins were most of the step,
+    docs/scale.md). Ids are stable from run to run. A collision among n URLs has a chance of
+    about n^2 / 2^65 (3e-6 at 10M, ~3 % at 1B); it is detected with a second, independent hash
+    and never corrupts a rank."""
+    from pyspark import StorageLevel  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    edges = _canon_pairs(links, dup, _url_id).persist(StorageLevel.MEMORY_AND_DISK)
+    names = (
+        links.select(F.col("src_url").alias("url"))
+        .union(links.select("dst_url")).union(dup.select("canonical_url"))
+        .groupBy(_url_id(F.col("url")).alias("id"))
+        .agg(F.min("url").alias("url"),
+             (F.min(F.xxhash64("url", F.lit("check"))) != F.max(F.xxhash64("url", F.lit("check"))))
+             .alias("clash"))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    clashes = names.where("clash").count()
+    if clashes:
+        log.warning("pagerank: %d URL ids collide under xxhash64; numbering by name", clashes)
+        edges.unpersist()
+        names.unpersist()
+        return None, None, clashes
+    vid = edges.select(F.col("src").alias("id")).union(edges.select("dst")).distinct()
+    ids = vid.join(names.select("id", "url"), "id").persist(StorageLevel.MEMORY_AND_DISK)
+    ids.count()
+    names.unpersist()
+    return ids, edges, 0
+
+
+def _url_graph_by_name(links, dup, collisions: int = 0):
+    """(ids, edges, collisions) as `_url_graph_by_hash`, the URLs numbered after the
+    deduplication of their text pairs (`monotonically_increasing_id`): the path when ids
+    collide."""
+    from pyspark import StorageLevel  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
+
+    edges_url = _canon_pairs(links, dup, lambda c: c).persist(StorageLevel.MEMORY_AND_DISK)
+    urls = (edges_url.select(F.col("src").alias("url"))
+            .union(edges_url.select("dst")).distinct())
+    ids = urls.withColumn("id", F.monotonically_increasing_id()).persist(StorageLevel.MEMORY_AND_DISK)
+    edges = (
+        edges_url.join(ids.withColumnRenamed("url", "src").withColumnRenamed("id", "s"), "src")
+        .join(ids.withColumnRenamed("url", "dst").withColumnRenamed("id", "d"), "dst")
+        .select(F.col("s").alias("src"), F.col("d").alias("dst"))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    edges.count()
+    edges_url.unpersist()
+    return ids, edges, collisions
 
 
 def _run_in_driver(spark, cfg: Config, p, dup) -> dict[str, int | str]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 from recrawl.config import Config
@@ -197,15 +197,12 @@ def overwrite(df, cfg: Config, name: str) -> None:
     conform(df, name).write.format("delta").mode("overwrite").save(cfg.table_path(name))
 
 
-# --- Small commits without a Spark write (delta-rs) ---------------------------------------
-# A Spark commit costs ~0.4-1.3 s of driver time even for one row (a write job, the snapshot
-# after it); delta-rs (the `deltalake` package, already the SQL fast path's reader) commits a
-# small change to a local table in ~20-50 ms. Used for the bookkeeping row each step writes
-# (`rounds`), a small round's outputs (`replace_round`) and its portable MERGEs into small
-# tables (`merge_into`), on a local crawl home only:
-# one writer per home at a time (the crawl lock), and the files are Delta's own, which Spark
-# reads on its next query. Object storage keeps Spark's commits (its credentials live in the
-# Hadoop configuration; delta-rs would need its own).
+# --- Reads and commits without Spark (delta-rs) --------------------------------------------
+# A Spark commit costs ~0.4-1.3 s of driver time even for one row; delta-rs (the `deltalake`
+# package) commits a small change to a local table in ~20-50 ms, and reads a table into the
+# driver's Arrow without the JVM. Used for `rounds`, a small round's outputs and portable
+# MERGEs, and PageRank's in-driver step; on a local crawl home only (one writer at a time:
+# the crawl lock). Object storage keeps Spark (its credentials live in Hadoop's configuration).
 
 
 def local_rows_supported(cfg: Config) -> bool:
@@ -272,28 +269,21 @@ def all_rows(cfg: Config, name: str, columns: list[str]) -> list[dict]:
 
 
 def arrow_columns(spark, cfg: Config, name: str, columns: list[str] | None = None):
-    """`columns` (None: all) of a table's current version as one Arrow table in the driver.
-
-    On a local crawl home delta-rs reads them straight from the Parquet files its log lists
-    (3.6M links in 1.4 s where Spark's toArrow took 10.7 s: no JVM scan, no batches through
-    py4j). Elsewhere (object storage: Spark holds the credentials), and for a table whose
-    protocol delta-rs cannot read, Spark reads it. Columns keep their Parquet types, which
-    are the ones Spark wrote."""
+    """`columns` (None: all) of a table's current version as one Arrow table in the driver: read
+    by delta-rs from the files on a local crawl home (3.6M links in 1.4 s where Spark's toArrow
+    took 10.7 s), by Spark elsewhere or for a protocol delta-rs cannot read."""
     if local_rows_supported(cfg):
         from deltalake.exceptions import DeltaProtocolError  # lazy: heavy (delta-rs)
 
-        try:
+        with suppress(DeltaProtocolError):  # a reader feature delta-rs lacks: Spark's read
             return _rs_table(cfg, name).to_pyarrow_table(columns=columns)
-        except DeltaProtocolError:
-            pass  # a reader feature delta-rs lacks: Spark reads every table it writes
     df = read(spark, cfg, name)
     return (df if columns is None else df.select(*columns)).toArrow()
 
 
 def overwrite_arrow(spark, cfg: Config, name: str, data) -> None:
-    """`overwrite` with the new contents held in the driver as an Arrow table (the columns of
-    the table, any order): delta-rs writes it on a local crawl home, one commit with no JVM
-    round trip (962k PageRank scores in ~1 s); elsewhere Spark writes it."""
+    """`overwrite` from an Arrow table in the driver (the table's columns, any order): one
+    delta-rs commit on a local crawl home, no JVM round trip; Spark's elsewhere."""
     if local_rows_supported(cfg):
         import pyarrow as pa  # lazy: heavy
         from deltalake import write_deltalake  # lazy: heavy (delta-rs)
@@ -301,31 +291,17 @@ def overwrite_arrow(spark, cfg: Config, name: str, data) -> None:
 
         table = _rs_table(cfg, name)
         target = pa.schema(table.schema().to_arrow())
-        try:
+        with suppress(DeltaProtocolError):  # a writer feature delta-rs lacks: Spark's write
             write_deltalake(table, data.select(target.names).cast(target), mode="overwrite")
-        except DeltaProtocolError:
-            pass  # a writer feature delta-rs lacks: Spark writes it below
-        else:
-            _checkpoint_like_spark(table)
-            return
+            return _checkpoint_like_spark(table)
     overwrite(spark.createDataFrame(data), cfg, name)
 
 
 def row_count(spark, cfg: Config, name: str) -> int:
     """Rows of a table's current version: from its log's file statistics on a local crawl
     home (no data read), else (or when a file was written without statistics) Spark's count."""
-    if local_rows_supported(cfg):
-        import pyarrow as pa  # lazy: heavy
-        from deltalake.exceptions import DeltaProtocolError  # lazy: heavy (delta-rs)
-
-        try:
-            files = pa.table(_rs_table(cfg, name).get_add_actions(flatten=True))
-        except DeltaProtocolError:
-            files = None
-        if files is not None and (not files.num_rows or "num_records" in files.column_names
-                                  and files["num_records"].null_count == 0):
-            return sum(files["num_records"].to_pylist()) if files.num_rows else 0
-    return read(spark, cfg, name).count()
+    n = _rs_rows(cfg, name) if local_rows_supported(cfg) else None
+    return read(spark, cfg, name).count() if n is None else n
 
 
 def replace_rows(cfg: Config, name: str, column: str, value: str, rows: list[dict]) -> None:
@@ -407,7 +383,8 @@ def merge_into(spark, cfg: Config, name: str, source, on: str, *clauses: Clause,
         raise ValueError("merge_into needs at least one clause")
     if portable:
         arrow = _small_rows(source, cfg)
-        if arrow is not None and _rs_rows(cfg, name) <= SMALL_TARGET_ROWS:
+        if arrow is not None and (n := _rs_rows(cfg, name)) is not None \
+                and n <= SMALL_TARGET_ROWS:
             _merge_arrow(cfg, name, arrow, on, clauses)
             return
     m = DeltaTable.forPath(spark, cfg.table_path(name)).alias("t").merge(source.alias("s"), on)
@@ -432,13 +409,18 @@ def merge_into(spark, cfg: Config, name: str, source, on: str, *clauses: Clause,
 SMALL_TARGET_ROWS = 1_000_000
 
 
-def _rs_rows(cfg: Config, name: str) -> int:
-    """Rows of a local table, from its log's file statistics (no data read)."""
+def _rs_rows(cfg: Config, name: str) -> int | None:
+    """Rows of a local table, from its log's file statistics (no data read); None when a file
+    has none, or delta-rs cannot read the table's protocol."""
     import pyarrow as pa  # lazy: heavy
-    import pyarrow.compute as pc  # lazy: heavy
+    from deltalake.exceptions import DeltaProtocolError  # lazy: heavy (delta-rs)
 
-    files = pa.table(_rs_table(cfg, name).get_add_actions(flatten=True))
-    return int(pc.sum(files["num_records"]).as_py() or 0) if files.num_rows else 0
+    with suppress(DeltaProtocolError):
+        files = pa.table(_rs_table(cfg, name).get_add_actions(flatten=True))
+        n = files["num_records"] if "num_records" in files.column_names else None
+        if not files.num_rows or n is not None and not n.null_count:
+            return sum(n.to_pylist()) if files.num_rows else 0
+    return None
 
 
 def _merge_arrow(cfg: Config, name: str, source, on: str, clauses) -> None:

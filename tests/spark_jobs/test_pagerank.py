@@ -84,8 +84,14 @@ def _close(a, b) -> bool:
     return a == b
 
 
-def test_whole_step_in_the_driver_writes_what_the_spark_path_writes(spark, cfg):
+@pytest.mark.parametrize("ids", ["hashed", "collide"])
+def test_whole_step_in_the_driver_writes_what_the_spark_path_writes(spark, cfg, monkeypatch, ids):
+    """The Spark path numbers URLs by their 64-bit hash; under `collide` the id is the URL's
+    length, so URLs share ids, the check catches it and the graph is numbered by name: the
+    tables are the driver path's either way."""
     import datetime as dt
+
+    from pyspark.sql import functions as F
 
     from recrawl.store.tables import conform, init_tables
     from spark_jobs import pagerank
@@ -102,6 +108,8 @@ def test_whole_step_in_the_driver_writes_what_the_spark_path_writes(spark, cfg):
     append("duplicates", spark.createDataFrame(
         [{"round_id": r, "url": u, "canonical_url": c, "kind": "exact"} for r, u, c in DUPS]))
     logical = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    if ids == "collide":
+        monkeypatch.setattr(pagerank, "_url_id", lambda c: F.length(c).cast("long"))
     tables = {}
     for engine in ("dataframe", "driver"):
         c = cfg.with_overrides({"pagerank.engine": engine, "pagerank.tolerance": 1e-13,
@@ -113,6 +121,7 @@ def test_whole_step_in_the_driver_writes_what_the_spark_path_writes(spark, cfg):
     (spark_counts, want), (driver_counts, got) = tables["dataframe"], tables["driver"]
     for key in ("vertices", "edges", "iterations", "largest_host_scc"):
         assert driver_counts[key] == spark_counts[key], key
+    assert (spark_counts["id_collisions"] > 0) == (ids == "collide")
     # the copy is no vertex (its links moved to a.test/1); the self-link and the repeat count once
     assert "http://a.test/copy" not in got["scores"] and driver_counts["edges"] == 11
     for name, rows in want.items():
