@@ -147,10 +147,10 @@ def _url_graph_by_hash(links, dup):
     names = (
         links.select(F.col("src_url").alias("url"))
         .union(links.select("dst_url")).union(dup.select("canonical_url"))
-        .groupBy(_url_id(F.col("url")).alias("id"))
-        .agg(F.min("url").alias("url"),
-             (F.min(F.xxhash64("url", F.lit("check"))) != F.max(F.xxhash64("url", F.lit("check"))))
-             .alias("clash"))
+        .select(_url_id(F.col("url")).alias("id"), "url",
+                F.xxhash64("url", F.lit("check")).alias("check"))
+        .groupBy("id")
+        .agg(F.min("url").alias("url"), (F.min("check") != F.max("check")).alias("clash"))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     clashes = names.where("clash").count()
