@@ -22,7 +22,7 @@ What each result means is the Spark path's:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,36 +45,97 @@ class HostGraph:
     weight: np.ndarray  # URL edges between the two hosts
 
 
-def canonical_graph(src_url, dst_url, dup_url, dup_canonical) -> UrlGraph:
+def canonical_graph(link_batches: Iterable[tuple[object, object]], dup_url, dup_canonical
+                    ) -> UrlGraph:
     """The distinct URL edges after mapping each end through the duplicates (`dup_url` ->
-    `dup_canonical`, one row per URL) and dropping self-links; Arrow string arrays in, the
-    vertices numbered 0..n-1 in order of first appearance."""
+    `dup_canonical`, one row per URL) and dropping self-links; `link_batches` yields the links
+    as (source, target) Arrow string arrays, a batch at a time, and the vertices are numbered
+    0..n-1 in order of first appearance.
+
+    Only a batch's text and the distinct URLs are held at once: each batch is numbered
+    against the URLs seen before (`_Numbering`) and kept as two int32 code arrays. Holding the
+    whole link table's text (and its copies: one array per column, then both together) was
+    ~350 bytes of driver memory per link at 10M URLs (docs/scale.md); the duplicates'
+    collapse then maps codes, not text."""
     import pyarrow as pa  # lazy: only this path needs Arrow compute
     import pyarrow.compute as pc  # lazy: as above
 
     text = pa.large_string()  # a 10M-URL crawl's links pass 2 GB of characters
-
-    dups = _flat(dup_url).cast(text)
-    survivors = _flat(dup_canonical).cast(text)
-
-    def canon(col):
-        col = _flat(col).cast(text)
-        if len(dups) == 0:
-            return col
-        return pc.coalesce(pc.take(survivors, pc.index_in(col, value_set=dups)), col)
-
-    s, d = canon(src_url), canon(dst_url)
-    m = len(s)
-    codes = pc.dictionary_encode(pa.concat_arrays([s, d]))
-    n = len(codes.dictionary)
-    idx = codes.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    si, di = idx[:m], idx[m:]
+    numbering = _Numbering()
+    src_parts, dst_parts = [], []
+    for s, d in link_batches:
+        s, d = _flat(s), _flat(d)
+        ok = pc.and_(pc.is_valid(s), pc.is_valid(d))
+        if ok.false_count:
+            s, d = s.filter(ok), d.filter(ok)
+        both = numbering.codes(pa.concat_arrays([s.cast(text), d.cast(text)]))
+        src_parts.append(both[:len(s)])
+        dst_parts.append(both[len(s):])
+    si = np.concatenate(src_parts or [np.zeros(0, np.int32)]).astype(np.int64)
+    del src_parts
+    di = np.concatenate(dst_parts or [np.zeros(0, np.int32)]).astype(np.int64)
+    del dst_parts
+    dups, survivors = _flat(dup_url).cast(text), _flat(dup_canonical).cast(text)
+    at = pc.index_in(dups, value_set=numbering.known())  # a duplicate no link names: no matter
+    hit = pc.and_(pc.is_valid(at), pc.is_valid(survivors))
+    if hit.true_count:
+        dup_codes = at.filter(hit).to_numpy().astype(np.int64)
+        survivor_codes = numbering.codes(survivors.filter(hit)).astype(np.int64)
+        remap = np.arange(numbering.n, dtype=np.int64)
+        remap[dup_codes] = survivor_codes  # one step, as the Spark path's join
+        si, di = remap[si], remap[di]
+    n = numbering.n
     keep = si != di
     pairs = np.unique(si[keep] * n + di[keep])  # distinct edges, packed (n^2 < 2^63 up to 3e9)
+    del si, di, keep
     # only URLs on an edge are vertices (one seen only on a self-link is none)
     used, si, di = _on_edges(n, pairs // n, pairs % n)
-    urls = codes.dictionary.filter(pa.array(used)).cast(pa.string())
-    return UrlGraph(urls, si, di)
+    urls = numbering.known().filter(pa.array(used))
+    return UrlGraph(urls.cast(pa.string()) if _fits_string(urls) else urls, si, di)
+
+
+class _Numbering:
+    """URL text to dense int32 codes, batch after batch, keeping only the distinct URLs: a
+    batch is dictionary-encoded on its own, and its dictionary looked up among the URLs seen
+    before (one hash set of them per batch: batches of millions of rows keep that cheap)."""
+
+    def __init__(self) -> None:
+        import pyarrow as pa  # lazy: as above
+
+        self._known = pa.array([], pa.large_string())
+
+    @property
+    def n(self) -> int:
+        return len(self._known)
+
+    def known(self):
+        """The distinct URLs so far, code i at position i."""
+        return self._known
+
+    def codes(self, col) -> np.ndarray:
+        import pyarrow as pa  # lazy: as above
+        import pyarrow.compute as pc  # lazy: as above
+
+        enc = pc.dictionary_encode(col)
+        local = enc.dictionary
+        if self.n:
+            at = pc.index_in(local, value_set=self._known)
+            fresh = at.is_null().to_numpy(zero_copy_only=False)
+            glob = pc.fill_null(at, -1).to_numpy().astype(np.int64)
+        else:
+            fresh = np.ones(len(local), dtype=bool)
+            glob = np.zeros(len(local), dtype=np.int64)
+        glob[fresh] = self.n + np.arange(int(fresh.sum()), dtype=np.int64)
+        if fresh.any():
+            self._known = pa.concat_arrays([self._known, local.filter(pa.array(fresh))])
+        if self.n >= 2**31:
+            raise ValueError("more than 2^31 distinct URLs: beyond the driver path's codes")
+        return glob.astype(np.int32)[enc.indices.to_numpy()]
+
+
+def _fits_string(arr) -> bool:
+    """Whether a large_string array's characters fit a (32-bit offset) string array."""
+    return arr.nbytes < 2**31 - 1
 
 
 def _on_edges(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -160,11 +221,31 @@ def host_rows(h: HostGraph, *, damping: float, max_iterations: int, tolerance: f
                             h.weight.astype(np.float64), damping=damping,
                             max_iterations=max_iterations, tolerance=tolerance).ranks
 
-    def named(strong: bool) -> tuple[list[str], np.ndarray]:
-        roots = component_roots(n, h.src, h.dst, strong=strong)
-        sizes = np.bincount(roots, minlength=n)[roots] if n else np.zeros(0, dtype=np.int64)
-        return [h.hosts[r] for r in roots], sizes.astype(np.int64)
+    return HostRows(h.hosts, ranks, *named_components(h.hosts, h.src, h.dst, strong=False),
+                    *named_components(h.hosts, h.src, h.dst, strong=True))
 
-    wroot, wsize = named(False)
-    sroot, ssize = named(True)
-    return HostRows(h.hosts, ranks, wroot, wsize, sroot, ssize)
+
+def named_components(names: list[str], src: np.ndarray, dst: np.ndarray, *, strong: bool
+                     ) -> tuple[list[str], np.ndarray]:
+    """Weakly or strongly connected components of vertices 0..n-1 (`names` sorted, so the
+    smallest index is the smallest name): each vertex's root name and its component's size."""
+    n = len(names)
+    roots = component_roots(n, src, dst, strong=strong)
+    sizes = np.bincount(roots, minlength=n)[roots] if n else np.zeros(0, dtype=np.int64)
+    return [names[r] for r in roots], sizes.astype(np.int64)
+
+
+def host_pairs(src_host, dst_host) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Host-name edges (Arrow string arrays) as (sorted host names, src, dst indices): the
+    hosts on an edge, numbered in name order (UTF-8 bytes, as Spark's min)."""
+    import pyarrow as pa  # lazy: as above
+    import pyarrow.compute as pc  # lazy: as above
+
+    m = len(src_host)
+    enc = pc.dictionary_encode(pa.concat_arrays([_flat(src_host).cast(pa.large_string()),
+                                                 _flat(dst_host).cast(pa.large_string())]))
+    order = pc.sort_indices(enc.dictionary).to_numpy()
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    code = rank[enc.indices.to_numpy()]
+    return enc.dictionary.take(pa.array(order)).to_pylist(), code[:m], code[m:]

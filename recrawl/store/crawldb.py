@@ -29,17 +29,15 @@ from recrawl.rules.schedules import RetryIntervals, next_fetch_after_sql
 from recrawl.rules.signal_trust import http_date_sql
 from recrawl.rules.traps import blocked_sql
 from recrawl.rules.units import SECONDS_PER_DAY
+from recrawl.store.arrowtables import arrow_batches, overwrite_arrow, row_count
 from recrawl.store.tables import (
     Insert,
     InsertAll,
     Update,
-    arrow_columns,
     local_rows_supported,
     merge_into,
     overwrite,
-    overwrite_arrow,
     read,
-    row_count,
     session_conf,
     sql_str,
     update_where,
@@ -329,16 +327,24 @@ def set_scores(spark, cfg: Config, scores, in_driver_rows: int = 0) -> None:
 def _set_scores_in_driver(spark, cfg: Config, scores) -> None:
     """`set_scores` as Arrow compute on crawldb read from its files (delta-rs), written back
     by delta-rs in one overwrite: at 1M URLs ~12 s where Spark's join and write took 21 s
-    (docs/scale.md, "PageRank in the driver"). The crawl lock keeps other writers out between
-    the read and the commit."""
+    (docs/scale.md, "PageRank in the driver"). crawldb streams through a batch at a time
+    (`arrow_batches`: the driver holds the scores and one batch, not the table). The crawl
+    lock keeps other writers out between the read and the commit."""
     import pyarrow as pa  # lazy: heavy
     import pyarrow.compute as pc  # lazy: heavy
 
-    db = arrow_columns(spark, cfg, "crawldb")
-    at = pc.index_in(db["url"], value_set=scores["url"].combine_chunks())
-    hit = pc.is_valid(at)
-    for col, src in (("score", "pagerank"), ("inlink_score", "inlink_score")):
-        new = pc.take(scores[src].combine_chunks(), at).cast(db.schema.field(col).type)
-        db = db.set_column(db.schema.get_field_index(col), col,
-                           pc.if_else(hit, new, db[col]))
-    overwrite_arrow(spark, cfg, "crawldb", pa.table(db))
+    urls = scores["url"].combine_chunks()
+    new_values = {"score": scores["pagerank"].combine_chunks(),
+                  "inlink_score": scores["inlink_score"].combine_chunks()}
+    db = arrow_batches(spark, cfg, "crawldb")
+
+    def scored(batch):
+        at = pc.index_in(batch["url"], value_set=urls)
+        hit = pc.is_valid(at)
+        for col, values in new_values.items():
+            i = batch.schema.get_field_index(col)
+            new = pc.take(values, at).cast(batch.schema.field(col).type)
+            batch = batch.set_column(i, col, pc.if_else(hit, new, batch[col]))
+        return batch
+
+    overwrite_arrow(spark, cfg, "crawldb", pa.RecordBatchReader.from_batches(db.schema, map(scored, db)))

@@ -6,7 +6,8 @@ local disk and on s3a://. For SQL they are registered in the session catalog as 
 no metastore to keep in sync.
 
 Every read and write of a table goes through this module (`read`, `replace_round`,
-`overwrite`, `merge_into`, `update_where`); it is the only one that touches Delta's API.
+`overwrite`, `merge_into`, `update_where`); it is the only one that touches Delta's API,
+with recrawl.store.arrowtables, the whole-table reads and writes of the driver's Arrow.
 Which module may write which table is declared once, in `recrawl.store.schemas.TABLES` (`writers`),
 and tests/test_table_owners.py holds every call site to it: a table with several writers in
 Nutch's sense (crawldb, hosts) has one owner module holding all its MERGEs
@@ -201,8 +202,9 @@ def overwrite(df, cfg: Config, name: str) -> None:
 # A Spark commit costs ~0.4-1.3 s of driver time even for one row; delta-rs (the `deltalake`
 # package) commits a small change to a local table in ~20-50 ms, and reads a table into the
 # driver's Arrow without the JVM. Used for `rounds`, a small round's outputs and portable
-# MERGEs, and PageRank's in-driver step; on a local crawl home only (one writer at a time:
-# the crawl lock). Object storage keeps Spark (its credentials live in Hadoop's configuration).
+# MERGEs, and PageRank's in-driver step (recrawl.store.arrowtables); on a local crawl home
+# only (one writer at a time: the crawl lock). Object storage keeps Spark (its credentials
+# live in Hadoop's configuration).
 
 
 def local_rows_supported(cfg: Config) -> bool:
@@ -263,45 +265,19 @@ def rows_where(cfg: Config, name: str, column: str, value: str) -> list[dict]:
 
 
 def all_rows(cfg: Config, name: str, columns: list[str]) -> list[dict]:
-    """`columns` of every row of a small local table, as dicts (delta-rs, no JVM);
-    timestamps come back as aware UTC datetimes."""
+    """`columns` of every row of a small local table, as dicts (delta-rs, no JVM; timestamps
+    aware UTC)."""
     return _rs_table(cfg, name).to_pyarrow_table(columns=columns).to_pylist()
 
 
-def arrow_columns(spark, cfg: Config, name: str, columns: list[str] | None = None):
-    """`columns` (None: all) of a table's current version as one Arrow table in the driver: read
-    by delta-rs from the files on a local crawl home (3.6M links in 1.4 s where Spark's toArrow
-    took 10.7 s), by Spark elsewhere or for a protocol delta-rs cannot read."""
-    if local_rows_supported(cfg):
-        from deltalake.exceptions import DeltaProtocolError  # lazy: heavy (delta-rs)
-
-        with suppress(DeltaProtocolError):  # a reader feature delta-rs lacks: Spark's read
-            return _rs_table(cfg, name).to_pyarrow_table(columns=columns)
-    df = read(spark, cfg, name)
-    return (df if columns is None else df.select(*columns)).toArrow()
 
 
-def overwrite_arrow(spark, cfg: Config, name: str, data) -> None:
-    """`overwrite` from an Arrow table in the driver (the table's columns, any order): one
-    delta-rs commit on a local crawl home, no JVM round trip; Spark's elsewhere."""
-    if local_rows_supported(cfg):
-        import pyarrow as pa  # lazy: heavy
-        from deltalake import write_deltalake  # lazy: heavy (delta-rs)
-        from deltalake.exceptions import DeltaProtocolError  # lazy: heavy (delta-rs)
-
-        table = _rs_table(cfg, name)
-        target = pa.schema(table.schema().to_arrow())
-        with suppress(DeltaProtocolError):  # a writer feature delta-rs lacks: Spark's write
-            write_deltalake(table, data.select(target.names).cast(target), mode="overwrite")
-            return _checkpoint_like_spark(table)
-    overwrite(spark.createDataFrame(data), cfg, name)
 
 
-def row_count(spark, cfg: Config, name: str) -> int:
-    """Rows of a table's current version: from its log's file statistics on a local crawl
-    home (no data read), else (or when a file was written without statistics) Spark's count."""
-    n = _rs_rows(cfg, name) if local_rows_supported(cfg) else None
-    return read(spark, cfg, name).count() if n is None else n
+
+
+
+
 
 
 def replace_rows(cfg: Config, name: str, column: str, value: str, rows: list[dict]) -> None:
@@ -409,6 +385,8 @@ def merge_into(spark, cfg: Config, name: str, source, on: str, *clauses: Clause,
 SMALL_TARGET_ROWS = 1_000_000
 
 
+
+
 def _rs_rows(cfg: Config, name: str) -> int | None:
     """Rows of a local table, from its log's file statistics (no data read); None when a file
     has none, or delta-rs cannot read the table's protocol."""
@@ -421,6 +399,7 @@ def _rs_rows(cfg: Config, name: str) -> int | None:
         if not files.num_rows or n is not None and not n.null_count:
             return sum(n.to_pylist()) if files.num_rows else 0
     return None
+
 
 
 def _merge_arrow(cfg: Config, name: str, source, on: str, clauses) -> None:

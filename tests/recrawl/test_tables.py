@@ -256,20 +256,21 @@ def test_arrow_reads_and_writes_agree_on_both_paths(spark, cfg, monkeypatch, loc
 
     import pyarrow as pa
 
-    from recrawl.store import crawldb, tables
+    from recrawl.store import arrowtables, crawldb, tables
 
     init_tables(spark, cfg)
     monkeypatch.setattr(tables, "local_rows_supported", lambda c: local)
+    monkeypatch.setattr(arrowtables, "local_rows_supported", lambda c: local)
     monkeypatch.setattr(crawldb, "local_rows_supported", lambda c: local)
     when = dt.datetime(2026, 11, 2, 3, 4, 5, 678901, tzinfo=dt.UTC)
-    tables.overwrite_arrow(spark, cfg, "scores", pa.table({
+    arrowtables.overwrite_arrow(spark, cfg, "scores", pa.table({
         "pagerank": [0.5, 0.25], "url": ["http://a/", "http://b/"],
         "computed_at": pa.array([when, None], pa.timestamp("us", tz="UTC"))}))
     got = {r.url: (r.pagerank, r.computed_at) for r in read(spark, cfg, "scores").collect()}
     assert got == {"http://a/": (0.5, when.replace(tzinfo=None)), "http://b/": (0.25, None)}
     assert _last_writer(cfg, "scores") == ("delta-rs" if local else "spark")
-    assert tables.row_count(spark, cfg, "scores") == 2
-    arrow = tables.arrow_columns(spark, cfg, "scores", ["url", "pagerank"])
+    assert arrowtables.row_count(spark, cfg, "scores") == 2
+    arrow = arrowtables.arrow_columns(spark, cfg, "scores", ["url", "pagerank"])
     assert sorted(arrow.to_pylist(), key=lambda r: r["url"]) == [
         {"url": "http://a/", "pagerank": 0.5}, {"url": "http://b/", "pagerank": 0.25}]
     # crawldb: a ranked row takes the new score (and a null in-link score), one not ranked
