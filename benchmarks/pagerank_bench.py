@@ -69,9 +69,14 @@ def main() -> None:
     ap.add_argument("--no-networkx", dest="networkx", action="store_false")
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--driver-memory", default="6g")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="configuration override; spark.extra.<property>=<value> sets a Spark "
+                    "property, e.g. spark.extra.spark.serializer="
+                    "org.apache.spark.serializer.KryoSerializer")
     args = ap.parse_args()
 
     import numpy as np
+    from round_cost import _overrides
 
     from recrawl.config import load_config
     from recrawl.graph.local import pagerank_arrays
@@ -98,8 +103,14 @@ def main() -> None:
         rows.append(("networkx", "pagerank", m.wall, m.cpu_s, "", ranks["networkx"]))
         del g
 
-    cfg = load_config().with_overrides({"spark.shuffle_partitions": args.partitions,
-                                         "spark.driver_memory": args.driver_memory})
+    sets = _overrides(args.set, "--set")
+    overrides = {k: v for k, v in sets.items() if not k.startswith("spark.extra.")}
+    cfg = load_config()
+    extra = {k[len("spark.extra."):]: str(v) for k, v in sets.items() if k.startswith("spark.extra.")}
+    if extra:
+        overrides["spark.extra"] = {**cfg.get("spark.extra"), **extra}
+    cfg = cfg.with_overrides({**overrides, "spark.shuffle_partitions": args.partitions,
+                              "spark.driver_memory": args.driver_memory})
     spark = get_spark(cfg, "pagerank-bench")
     proc = getattr(spark.sparkContext._gateway, "proc", None)
     meter = lambda: Meter(proc.pid if proc else None)  # noqa: E731

@@ -27,7 +27,7 @@ from recrawl.sparkenv.joblabels import stage
 from recrawl.store.arrowtables import arrow_batches, arrow_columns, overwrite_arrow, row_count
 from recrawl.store.crawldb import set_scores
 from recrawl.store.hostdb import set_ranks
-from recrawl.store.tables import overwrite, read
+from recrawl.store.tables import local_rows_supported, overwrite, read
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,8 @@ def run(spark, cfg: Config, logical: dt.datetime) -> dict[str, int | str]:
 
     if _whole_step_in_driver(spark, cfg, p):
         return _run_in_driver(spark, cfg, p, dup)
+    # On Spark's path whatever the driver solves reaches it through Spark's collect
+    p = {**p, "in_driver_max_edges": min(int(p["in_driver_max_edges"]), COLLECT_MAX_EDGES)}
     links = read(spark, cfg, "links").select("src_url", "dst_url")
     ids, edges, collisions = _url_graph_by_hash(links, dup)
     if collisions:
@@ -105,7 +107,16 @@ def _whole_step_in_driver(spark, cfg: Config, p) -> bool:
     if engine == "driver":
         return True
     limit = int(p["in_driver_max_edges"])
+    if not local_rows_supported(cfg):  # the links come over through Spark's collect
+        limit = min(limit, COLLECT_MAX_EDGES)
     return engine == "auto" and limit > 0 and row_count(spark, cfg, "links") <= limit
+
+
+# The most links (or integer edges) the step collects to the driver through Spark (`toArrow`),
+# whatever `in_driver_max_edges` says: a collect is bounded by spark.driver.maxResultSize
+# (1 GB by default), ~0.6 GB of URL text at 5M links. On a local crawl home the driver reads
+# the links' files itself, a batch at a time (recrawl.store.arrowtables), and takes more.
+COLLECT_MAX_EDGES = 5_000_000
 
 
 def _canon_pairs(links, dup, key):

@@ -64,10 +64,13 @@ def pagerank(spark, vertices, edges, *, damping: float, max_iterations: int,
     ids = flagged.select("id")
     # GraphX would invent a vertex for an edge end that is not listed: keep only edges between
     # listed vertices (their share still counts the source's whole out-weight, as elsewhere).
+    # The joins by source come last, so the edges reach GraphX partitioned by source (its
+    # EdgePartition1D): each iteration ships a vertex's rank to the one edge partition holding
+    # its out-links, where partitioned by target it went to up to every partition.
     shares = (
-        edges.join(outdeg, "src")
+        edges.join(ids.withColumnRenamed("id", "dst"), "dst", "left_semi")
+        .join(outdeg, "src")
         .join(ids.withColumnRenamed("id", "src"), "src", "left_semi")
-        .join(ids.withColumnRenamed("id", "dst"), "dst", "left_semi")
         .select("src", "dst", (F.col("weight") / F.col("deg")).alias("share"))
     )
     res = cls.pagerank(flagged._jdf, shares._jdf, n, dangling, float(damping),

@@ -68,6 +68,30 @@ def pagerank_arrays(
     inside[inside] = (ids[si[inside]] == s[inside]) & (ids[di[inside]] == d[inside])
     si, di, share = si[inside], di[inside], share[inside]
     dangling = ~np.isin(ids, out_ids)
+    return _iterate(ids, si, di, share, dangling, damping, max_iterations, tolerance)
+
+
+def pagerank_numbered(n: int, src: np.ndarray, dst: np.ndarray, weight: np.ndarray | None = None,
+                      *, damping: float = 0.85, max_iterations: int = 20,
+                      tolerance: float = 1e-4) -> LocalRanks:
+    """`pagerank_arrays` of vertices 0..n-1 over edges already distinct, without self-loops
+    and between those vertices (recrawl.graph.stepgraph's graphs): the same iteration without
+    the sorts that establish that (at 36M edges they took ~50 s, the iterations ~3 s)."""
+    if n == 0:
+        return LocalRanks(np.zeros(0, dtype=np.int64), np.zeros(0), 0, 0.0, ())
+    w = np.ones(len(src)) if weight is None else np.asarray(weight, dtype=np.float64)
+    out = np.bincount(src, weights=w, minlength=n)
+    share = w / out[src] if len(src) else w
+    return _iterate(np.arange(n, dtype=np.int64), src, dst, share, out == 0, damping,
+                    max_iterations, tolerance)
+
+
+def _iterate(ids: np.ndarray, si: np.ndarray, di: np.ndarray, share: np.ndarray,
+             dangling: np.ndarray, damping: float, max_iterations: int,
+             tolerance: float) -> LocalRanks:
+    """The power iteration over vertex indices: rank flows along (si, di) by `share`, the
+    dangling vertices' rank is spread over all, until the L1 change is below `tolerance`."""
+    n = len(ids)
     ranks = np.full(n, 1.0 / n)
     dangling_sum = dangling.sum() / n
     base = (1.0 - damping) / n

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recrawl.graph.local import LocalRanks, component_roots, pagerank_arrays
+from recrawl.graph.local import LocalRanks, component_roots, pagerank_numbered
 
 
 @dataclass(frozen=True)
@@ -45,92 +45,88 @@ class HostGraph:
     weight: np.ndarray  # URL edges between the two hosts
 
 
-def canonical_graph(link_batches: Iterable[tuple[object, object]], dup_url, dup_canonical
-                    ) -> UrlGraph:
+def canonical_graph(link_batches: Iterable[tuple[object, object]], dup_url, dup_canonical,
+                    *, workers: int = 2) -> UrlGraph:
     """The distinct URL edges after mapping each end through the duplicates (`dup_url` ->
     `dup_canonical`, one row per URL) and dropping self-links; `link_batches` yields the links
     as (source, target) Arrow string arrays, a batch at a time, and the vertices are numbered
     0..n-1 in order of first appearance.
 
-    Only a batch's text and the distinct URLs are held at once: each batch is numbered
-    against the URLs seen before (`_Numbering`) and kept as two int32 code arrays. Holding the
-    whole link table's text (and its copies: one array per column, then both together) was
-    ~350 bytes of driver memory per link at 10M URLs (docs/scale.md); the duplicates'
-    collapse then maps codes, not text."""
+    The link table's text is never held whole: each batch is dictionary-encoded on its own
+    (`workers` batches at a time: Arrow's kernels release the GIL) and kept as int32 indices
+    into its own dictionary, then one encoding of the batches' dictionaries (and the
+    duplicates' URLs) numbers every URL. Holding the whole text, and its copies (one array per
+    column, then both together), was ~350 bytes of driver memory per link at 10M URLs
+    (docs/scale.md); the duplicates' collapse and the edge set are integer work."""
     import pyarrow as pa  # lazy: only this path needs Arrow compute
     import pyarrow.compute as pc  # lazy: as above
 
     text = pa.large_string()  # a 10M-URL crawl's links pass 2 GB of characters
-    numbering = _Numbering()
-    src_parts, dst_parts = [], []
-    for s, d in link_batches:
+    parts = list(_encoded(link_batches, workers))  # (dictionary, indices, sources)
+    dups, survivors = _flat(dup_url).cast(text), _flat(dup_canonical).cast(text)
+    hit = pc.and_(pc.is_valid(dups), pc.is_valid(survivors))
+    dups, survivors = dups.filter(hit), survivors.filter(hit)
+    pieces = [d for d, _, _ in parts] + [dups, survivors]
+    whole = pc.dictionary_encode(pa.chunked_array(pieces, type=text))
+    # empty chunks leave no chunk behind: the codes are split by the pieces' lengths instead
+    flat = np.concatenate([c.indices.to_numpy() for c in whole.chunks] or [np.zeros(0, np.int32)])
+    ends = np.cumsum([len(x) for x in pieces])
+    code = np.split(flat, ends[:-1])
+    urls = whole.chunks[-1].dictionary if whole.num_chunks else pa.array([], text)
+    n = len(urls)
+    del whole, pieces
+    si = np.concatenate([code[i][idx[:m]] for i, (_, idx, m) in enumerate(parts)]
+                        or [np.zeros(0, np.int32)]).astype(np.int64)
+    di = np.concatenate([code[i][idx[m:]] for i, (_, idx, m) in enumerate(parts)]
+                        or [np.zeros(0, np.int32)]).astype(np.int64)
+    del parts
+    if len(dups):
+        remap = np.arange(n, dtype=np.int64)
+        remap[code[-2]] = code[-1]  # one step, as the Spark path's join
+        si, di = remap[si], remap[di]
+        del remap
+    keep = si != di
+    # the distinct edges, packed (n^2 < 2^63 up to 3e9 URLs): a sort and a neighbour test,
+    # several times faster than np.unique's hash path on tens of millions of pairs
+    pairs = si[keep] * n + di[keep]
+    del si, di, keep
+    pairs.sort()
+    if len(pairs):
+        pairs = pairs[np.concatenate(([True], pairs[1:] != pairs[:-1]))]
+    # only URLs on an edge are vertices (one seen only on a self-link is none)
+    used, si, di = _on_edges(n, pairs // n, pairs % n)
+    urls = urls.filter(pa.array(used))
+    return UrlGraph(urls.cast(pa.string()) if _fits_string(urls) else urls, si, di)
+
+
+def _encoded(link_batches: Iterable[tuple[object, object]], workers: int):
+    """Each batch's (dictionary, int32 indices of its sources then its targets, number of
+    sources), null ends dropped, encoded on `workers` threads with at most that many batches
+    in flight (so the driver holds a few batches' text, not the table's)."""
+    from concurrent.futures import ThreadPoolExecutor  # lazy: this path only
+
+    import pyarrow as pa  # lazy: as above
+    import pyarrow.compute as pc  # lazy: as above
+
+    def encode(s, d):
         s, d = _flat(s), _flat(d)
         ok = pc.and_(pc.is_valid(s), pc.is_valid(d))
         if ok.false_count:
             s, d = s.filter(ok), d.filter(ok)
-        both = numbering.codes(pa.concat_arrays([s.cast(text), d.cast(text)]))
-        src_parts.append(both[:len(s)])
-        dst_parts.append(both[len(s):])
-    si = np.concatenate(src_parts or [np.zeros(0, np.int32)]).astype(np.int64)
-    del src_parts
-    di = np.concatenate(dst_parts or [np.zeros(0, np.int32)]).astype(np.int64)
-    del dst_parts
-    dups, survivors = _flat(dup_url).cast(text), _flat(dup_canonical).cast(text)
-    at = pc.index_in(dups, value_set=numbering.known())  # a duplicate no link names: no matter
-    hit = pc.and_(pc.is_valid(at), pc.is_valid(survivors))
-    if hit.true_count:
-        dup_codes = at.filter(hit).to_numpy().astype(np.int64)
-        survivor_codes = numbering.codes(survivors.filter(hit)).astype(np.int64)
-        remap = np.arange(numbering.n, dtype=np.int64)
-        remap[dup_codes] = survivor_codes  # one step, as the Spark path's join
-        si, di = remap[si], remap[di]
-    n = numbering.n
-    keep = si != di
-    pairs = np.unique(si[keep] * n + di[keep])  # distinct edges, packed (n^2 < 2^63 up to 3e9)
-    del si, di, keep
-    # only URLs on an edge are vertices (one seen only on a self-link is none)
-    used, si, di = _on_edges(n, pairs // n, pairs % n)
-    urls = numbering.known().filter(pa.array(used))
-    return UrlGraph(urls.cast(pa.string()) if _fits_string(urls) else urls, si, di)
+        # one memo over both columns, no concatenated copy of their text
+        enc = pc.dictionary_encode(pa.chunked_array([s, d], type=s.type))
+        idx = np.concatenate([c.indices.to_numpy() for c in enc.chunks] or [np.zeros(0, np.int32)])
+        words = enc.chunks[-1].dictionary if enc.num_chunks else pa.array([], pa.large_string())
+        return words.cast(pa.large_string()), idx, len(s)
 
-
-class _Numbering:
-    """URL text to dense int32 codes, batch after batch, keeping only the distinct URLs: a
-    batch is dictionary-encoded on its own, and its dictionary looked up among the URLs seen
-    before (one hash set of them per batch: batches of millions of rows keep that cheap)."""
-
-    def __init__(self) -> None:
-        import pyarrow as pa  # lazy: as above
-
-        self._known = pa.array([], pa.large_string())
-
-    @property
-    def n(self) -> int:
-        return len(self._known)
-
-    def known(self):
-        """The distinct URLs so far, code i at position i."""
-        return self._known
-
-    def codes(self, col) -> np.ndarray:
-        import pyarrow as pa  # lazy: as above
-        import pyarrow.compute as pc  # lazy: as above
-
-        enc = pc.dictionary_encode(col)
-        local = enc.dictionary
-        if self.n:
-            at = pc.index_in(local, value_set=self._known)
-            fresh = at.is_null().to_numpy(zero_copy_only=False)
-            glob = pc.fill_null(at, -1).to_numpy().astype(np.int64)
-        else:
-            fresh = np.ones(len(local), dtype=bool)
-            glob = np.zeros(len(local), dtype=np.int64)
-        glob[fresh] = self.n + np.arange(int(fresh.sum()), dtype=np.int64)
-        if fresh.any():
-            self._known = pa.concat_arrays([self._known, local.filter(pa.array(fresh))])
-        if self.n >= 2**31:
-            raise ValueError("more than 2^31 distinct URLs: beyond the driver path's codes")
-        return glob.astype(np.int32)[enc.indices.to_numpy()]
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        pending = []
+        for s, d in link_batches:
+            pending.append(pool.submit(encode, s, d))
+            if len(pending) >= max(1, workers):
+                yield pending.pop(0).result()
+        for f in pending:
+            yield f.result()
 
 
 def _fits_string(arr) -> bool:
@@ -155,9 +151,10 @@ def _flat(col):
 
 
 def url_ranks(g: UrlGraph, *, damping: float, max_iterations: int, tolerance: float) -> LocalRanks:
-    """PageRank of the URL graph (recrawl.graph.local.pagerank_arrays; ids are 0..n-1)."""
-    return pagerank_arrays(np.arange(len(g.urls), dtype=np.int64), g.src, g.dst,
-                           damping=damping, max_iterations=max_iterations, tolerance=tolerance)
+    """PageRank of the URL graph (recrawl.graph.local.pagerank_numbered: its edges are distinct,
+    without self-links, between vertices 0..n-1)."""
+    return pagerank_numbered(len(g.urls), g.src, g.dst, damping=damping,
+                             max_iterations=max_iterations, tolerance=tolerance)
 
 
 def inlink_scores(g: UrlGraph, ranks: np.ndarray) -> np.ndarray:
@@ -217,9 +214,8 @@ def host_rows(h: HostGraph, *, damping: float, max_iterations: int, tolerance: f
     """Each host's weighted PageRank and its weak and strong components (root = smallest host
     name, size in hosts)."""
     n = len(h.hosts)
-    ranks = pagerank_arrays(np.arange(n, dtype=np.int64), h.src, h.dst,
-                            h.weight.astype(np.float64), damping=damping,
-                            max_iterations=max_iterations, tolerance=tolerance).ranks
+    ranks = pagerank_numbered(n, h.src, h.dst, h.weight.astype(np.float64), damping=damping,
+                              max_iterations=max_iterations, tolerance=tolerance).ranks
 
     return HostRows(h.hosts, ranks, *named_components(h.hosts, h.src, h.dst, strong=False),
                     *named_components(h.hosts, h.src, h.dst, strong=True))

@@ -38,20 +38,51 @@ def arrow_columns(spark, cfg: Config, name: str, columns: list[str] | None = Non
 
 
 def arrow_batches(spark, cfg: Config, name: str, columns: list[str] | None = None,
-                  rows: int = 2_000_000):
+                  rows: int = 2_000_000, *, find: tuple[str, object] | None = None):
     """`arrow_columns` as a stream (a pyarrow RecordBatchReader of batches of about `rows`
     rows), so that the driver holds one batch of a large table at a time (delta-rs on a local
-    crawl home; elsewhere Spark's `toArrow`, whole, then batched)."""
+    crawl home; elsewhere Spark's `toArrow`, whole, then batched).
+
+    `find` = (column, values): each batch gains a column `_found`, the position of the row's
+    `column` among the Arrow array `values` (null where absent), looked up once over the whole
+    column: a lookup per batch would build the hash set of `values` again for every batch."""
     import pyarrow as pa  # lazy: heavy
 
     if local_rows_supported(cfg):
         from deltalake.exceptions import DeltaProtocolError  # lazy: heavy (delta-rs)
 
         with suppress(DeltaProtocolError):  # a reader feature delta-rs lacks: Spark's read
-            return _regrouped(_rs_table(cfg, name).to_pyarrow_dataset().scanner(
-                columns=columns, batch_size=rows).to_reader(), rows)
-    return pa.Table.from_batches(arrow_columns(spark, cfg, name, columns).to_batches(
-        max_chunksize=rows)).to_reader()
+            ds = _rs_table(cfg, name).to_pyarrow_dataset()
+            # no read-ahead beyond the next file: Arrow's scanner defaults (16 batches, 4
+            # files) would hold most of a large table in memory before it is consumed
+            reader = _regrouped(ds.scanner(columns=columns, batch_size=rows, batch_readahead=1,
+                                           fragment_readahead=1).to_reader(), rows)
+            return reader if find is None else _found(
+                reader, find[0], ds.to_table(columns=[find[0]]).column(find[0]), find[1])
+    table = arrow_columns(spark, cfg, name, columns)
+    reader = pa.Table.from_batches(table.to_batches(max_chunksize=rows)).to_reader()
+    return reader if find is None else _found(reader, find[0], table[find[0]], find[1])
+
+
+def _found(reader, column: str, keys, values):
+    """`reader` with `_found` (see arrow_batches): `keys` is `column` read whole, in the
+    reader's row order (a dataset scans its files in order), which each batch checks."""
+    import pyarrow as pa  # lazy: heavy
+    import pyarrow.compute as pc  # lazy: heavy
+
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    at = pc.index_in(keys, value_set=values)
+
+    def batches():
+        offset = 0
+        for b in reader:
+            mine = keys.slice(offset, len(b))
+            if not pc.all(pc.equal(b[column], mine)).as_py():
+                raise RuntimeError(f"{column}: the table's rows came back in another order")
+            yield b.append_column("_found", at.slice(offset, len(b)))
+            offset += len(b)
+    schema = reader.schema.append(pa.field("_found", at.type))
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def _regrouped(reader, rows: int):

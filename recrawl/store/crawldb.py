@@ -328,23 +328,25 @@ def _set_scores_in_driver(spark, cfg: Config, scores) -> None:
     """`set_scores` as Arrow compute on crawldb read from its files (delta-rs), written back
     by delta-rs in one overwrite: at 1M URLs ~12 s where Spark's join and write took 21 s
     (docs/scale.md, "PageRank in the driver"). crawldb streams through a batch at a time
-    (`arrow_batches`: the driver holds the scores and one batch, not the table). The crawl
+    (`arrow_batches`: the driver holds the scores, crawldb's URLs and one batch, not the
+    table; each row's score found by one lookup over all URLs). The crawl
     lock keeps other writers out between the read and the commit."""
     import pyarrow as pa  # lazy: heavy
     import pyarrow.compute as pc  # lazy: heavy
 
-    urls = scores["url"].combine_chunks()
     new_values = {"score": scores["pagerank"].combine_chunks(),
                   "inlink_score": scores["inlink_score"].combine_chunks()}
-    db = arrow_batches(spark, cfg, "crawldb")
+    db = arrow_batches(spark, cfg, "crawldb", rows=500_000,
+                       find=("url", scores["url"].combine_chunks()))
 
     def scored(batch):
-        at = pc.index_in(batch["url"], value_set=urls)
+        at = batch["_found"]
         hit = pc.is_valid(at)
         for col, values in new_values.items():
             i = batch.schema.get_field_index(col)
             new = pc.take(values, at).cast(batch.schema.field(col).type)
             batch = batch.set_column(i, col, pc.if_else(hit, new, batch[col]))
-        return batch
+        return batch.drop_columns(["_found"])
 
-    overwrite_arrow(spark, cfg, "crawldb", pa.RecordBatchReader.from_batches(db.schema, map(scored, db)))
+    schema = db.schema.remove(db.schema.get_field_index("_found"))
+    overwrite_arrow(spark, cfg, "crawldb", pa.RecordBatchReader.from_batches(schema, map(scored, db)))

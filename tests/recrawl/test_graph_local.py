@@ -4,9 +4,10 @@ graphs; tests/recrawl/test_graph.py runs it beside the DataFrame versions."""
 import random
 
 import networkx as nx
+import numpy as np
 import pytest
 
-from recrawl.graph.local import components_arrays, pagerank_arrays
+from recrawl.graph.local import components_arrays, pagerank_arrays, pagerank_numbered
 
 
 def _random_graph(rng: random.Random, n: int, m: int) -> list[tuple[int, int]]:
@@ -27,6 +28,30 @@ def test_pagerank_matches_networkx(seed):
     assert got.ranks.sum() == pytest.approx(1.0, abs=1e-12)
     for i, v in enumerate(got.ids):
         assert got.ranks[i] == pytest.approx(want[int(v)], abs=1e-10)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_numbered_graphs_skip_the_sorts_and_rank_alike(seed):
+    """pagerank_numbered (distinct edges, no self-loops, vertices 0..n-1: the in-driver step's
+    graphs) against pagerank_arrays and networkx, weighted and not, with dangling vertices."""
+    rng = random.Random(seed)
+    n = rng.randint(2, 80)
+    pairs = sorted({(a, b) for a, b in _random_graph(rng, n, rng.randint(1, 4 * n)) if a != b})
+    src = np.array([a for a, _ in pairs], dtype=np.int64)
+    dst = np.array([b for _, b in pairs], dtype=np.int64)
+    for weight in (None, np.array([rng.randint(1, 5) for _ in pairs], dtype=np.float64)):
+        got = pagerank_numbered(n, src, dst, weight, max_iterations=2000, tolerance=1e-13)
+        ref = pagerank_arrays(range(n), src, dst, weight, max_iterations=2000, tolerance=1e-13)
+        assert got.iterations == ref.iterations
+        assert np.abs(got.ranks - ref.ranks).max() < 1e-15
+        g = nx.DiGraph()
+        g.add_nodes_from(range(n))
+        g.add_weighted_edges_from((a, b, 1.0 if weight is None else w)
+                                  for (a, b), w in zip(pairs, weight if weight is not None else src,
+                                                       strict=True))
+        want = nx.pagerank(g, alpha=0.85, weight="weight", tol=1e-15, max_iter=2000)
+        assert np.abs(got.ranks - np.array([want[i] for i in range(n)])).max() < 1e-10
+    assert pagerank_numbered(0, src[:0], dst[:0]).iterations == 0
 
 
 def test_weighted_parallel_edges_keep_their_largest_weight():

@@ -132,3 +132,19 @@ def test_whole_step_in_the_driver_writes_what_the_spark_path_writes(spark, cfg, 
     # a URL nothing links to keeps no in-link score; f.test's new URL has no crawldb row
     assert got["crawldb"]["http://d.test/1"][1] is None
     assert "http://f.test:80" in got["hosts"] and got["hosts"]["http://a.test:80"][4] == 3
+
+
+def test_the_whole_step_takes_the_driver_up_to_its_limit_and_collects_less(monkeypatch):
+    """`in_driver_max_edges` links read from a local home's files; on object storage the links
+    come through Spark's collect, and at most COLLECT_MAX_EDGES are taken."""
+    from spark_jobs import pagerank
+
+    monkeypatch.setattr(pagerank, "row_count", lambda spark, cfg, name: 6_000_000)
+    p = {"engine": "auto", "in_driver_max_edges": 40_000_000}
+    for local, want in ((True, True), (False, False)):
+        monkeypatch.setattr(pagerank, "local_rows_supported", lambda c, local=local: local)
+        assert pagerank._whole_step_in_driver(None, None, p) is want, local
+    assert pagerank.COLLECT_MAX_EDGES < 6_000_000
+    assert not pagerank._whole_step_in_driver(None, None, {**p, "in_driver_max_edges": 0})
+    assert pagerank._whole_step_in_driver(None, None, {**p, "engine": "driver"})
+    assert not pagerank._whole_step_in_driver(None, None, {**p, "engine": "graphx"})
