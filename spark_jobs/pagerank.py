@@ -321,14 +321,29 @@ def host_components(spark, host_edges, p, *, with_engine: bool = False):
 
 
 def _host_components_in_driver(spark, host_edges):
-    """`host_components` in the driver: the host edges come over once, as Arrow (host names:
-    ~6M host edges at 10M URLs), and scipy labels both kinds of component on one numbering
-    (the generic driver engine moved them twice, once per kind: ~110 s of the 10M step)."""
+    """`host_components` in the driver: the hosts numbered in name order in Spark, their integer
+    edge pairs moved to the driver once (16 bytes an edge: the 10M crawl's host edges as
+    names passed spark.driver.maxResultSize), and scipy labels both kinds of component on
+    that one numbering (the generic driver engine moved the pairs twice, once per kind:
+    ~110 s of the 10M step)."""
     import pyarrow as pa  # lazy: pyspark's Arrow path
+    from pyspark.sql import Window  # lazy: pyspark
+    from pyspark.sql import functions as F  # lazy: pyspark
 
-    t = host_edges.select("s", "d").where("s IS NOT NULL AND d IS NOT NULL AND s != d").toArrow()
-    names, src, dst = stepgraph.host_pairs(t.column("s"), t.column("d"))
-    del t
+    edges = host_edges.select("s", "d").where("s IS NOT NULL AND d IS NOT NULL AND s != d")
+    vids = (
+        edges.select(F.col("s").alias("host")).union(edges.select("d")).distinct()
+        .withColumn("vid", F.row_number().over(Window.orderBy("host")) - 1)
+        .localCheckpoint(eager=True)
+    )
+    names = vids.orderBy("vid").select("host").toArrow().column("host").to_pylist()
+    pairs = (
+        edges.join(vids.select(F.col("host").alias("s"), F.col("vid").alias("a")), "s")
+        .join(vids.select(F.col("host").alias("d"), F.col("vid").alias("b")), "d")
+        .select("a", "b").toArrow()
+    )
+    src, dst = pairs.column("a").to_numpy(), pairs.column("b").to_numpy()
+    del pairs
     wroot, wsize = stepgraph.named_components(names, src, dst, strong=False)
     sroot, ssize = stepgraph.named_components(names, src, dst, strong=True)
     return spark.createDataFrame(pa.table({

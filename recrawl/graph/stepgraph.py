@@ -229,19 +229,3 @@ def named_components(names: list[str], src: np.ndarray, dst: np.ndarray, *, stro
     roots = component_roots(n, src, dst, strong=strong)
     sizes = np.bincount(roots, minlength=n)[roots] if n else np.zeros(0, dtype=np.int64)
     return [names[r] for r in roots], sizes.astype(np.int64)
-
-
-def host_pairs(src_host, dst_host) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Host-name edges (Arrow string arrays) as (sorted host names, src, dst indices): the
-    hosts on an edge, numbered in name order (UTF-8 bytes, as Spark's min)."""
-    import pyarrow as pa  # lazy: as above
-    import pyarrow.compute as pc  # lazy: as above
-
-    m = len(src_host)
-    enc = pc.dictionary_encode(pa.concat_arrays([_flat(src_host).cast(pa.large_string()),
-                                                 _flat(dst_host).cast(pa.large_string())]))
-    order = pc.sort_indices(enc.dictionary).to_numpy()
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    code = rank[enc.indices.to_numpy()]
-    return enc.dictionary.take(pa.array(order)).to_pylist(), code[:m], code[m:]
