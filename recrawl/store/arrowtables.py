@@ -86,17 +86,20 @@ def _found(reader, column: str, keys, values):
 
 
 def _regrouped(reader, rows: int):
-    """`reader`'s batches concatenated up to about `rows` rows each (a file's row groups are
-    often far smaller, and a per-batch hash lookup pays for its value set every batch)."""
+    """`reader`'s batches concatenated up to about `rows` rows each: a file's row groups are
+    often far smaller, and every batch costs its consumer a fixed share (the URL graph's
+    numbering keeps each batch's own dictionary, so fewer batches repeat fewer URLs)."""
     import pyarrow as pa  # lazy: heavy
 
     def batches():
         held: list = []
+        count = 0
         for b in reader:
             held.append(b)
-            if sum(len(h) for h in held) >= rows:
+            count += len(b)
+            if count >= rows:
                 yield pa.concat_batches(held)
-                held = []
+                held, count = [], 0
         if held:
             yield pa.concat_batches(held)
     return pa.RecordBatchReader.from_batches(reader.schema, batches())
