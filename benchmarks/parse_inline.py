@@ -86,7 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=4, help="job stages listed per step and path")
     ap.add_argument("--steps", default="", help="comma-separated steps (default: the round's)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--paths", default=",".join(PATHS),
+                    help="which paths to run (default both; one alone skips the comparison)")
     args = ap.parse_args(argv)
+    paths = [p for p in PATHS if p in args.paths.split(",")]
 
     from app.cli import run_step
     from app.demo import demo_config
@@ -105,9 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory() as tmp, SimWeb(seed=7, n_sites=args.sites,
                                                       pages_per_site=args.pages) as web:
-        cfgs = [demo_config(f"{tmp}/{name}", **overrides) for name in PATHS]
-        cfgs[0] = cfgs[0].with_overrides({"parse.inline": False}, "separate")
-        cfgs[1] = cfgs[1].with_overrides({"parse.inline": True}, "inline")
+        cfgs = [demo_config(f"{tmp}/{name}", **overrides)
+                .with_overrides({"parse.inline": name == "inline"}, name) for name in paths]
         spark = get_spark(cfgs[0], "parse-inline")
         seen = {j[0] for j in _jobs(spark)}
         tree_cpu = TreeCpu()  # sampled from here on: Spark's processes exist now
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'step':10s} {'separate wall':>14s} {'CPU':>7s} {'inline wall':>12s} {'CPU':>7s}")
         for step in [s for s in STEPS if not args.steps or s in args.steps.split(",")]:
             line = f"{step:10s}"
-            for path, cfg in zip(PATHS, cfgs, strict=True):
+            for path, cfg in zip(paths, cfgs, strict=True):
                 c0, t0 = tree_cpu(), time.perf_counter()
                 counts[step, path] = run_step(spark, cfg, step, rid, start)
                 w, c = time.perf_counter() - t0, tree_cpu() - c0
@@ -147,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             print(line, flush=True)
         print(f"{'all':10s} {wall['separate']:14.1f} {cpu['separate']:7.1f} "
               f"{wall['inline']:12.1f} {cpu['inline']:7.1f}")
-        for path in PATHS:
+        for path in paths:
             pages = counts["parse", path]["pages"]
             fetch = counts["fetch", path]
             print(f"{path}: {pages} pages, {pages / wall[path]:.1f} pages/s end to end; fetch "
@@ -161,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
         for (step, path), by in stages.items():
             ranked = sorted(by.items(), key=lambda kv: -kv[1])[: args.top]
             print(f"[{step} {path}] " + "; ".join(f"{s:.1f} s {n}" for n, s in ranked))
+        if len(cfgs) < 2:
+            spark.stop()
+            return 0
         print("\ncolumns that differ between the two paths, URL by URL:")
         for table, diff in compare_tables(spark, cfgs).items():
             print(f"  {table:12s} {diff}")

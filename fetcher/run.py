@@ -50,6 +50,7 @@ from fetcher.archive import warcinfo
 from fetcher.client import Client
 from fetcher.dns import Resolver, SSRFGuard
 from fetcher.hosts import Host, Hosts
+from fetcher.idle import IdleWorkers
 from fetcher.models import FetchItem, FetchOutcome
 from fetcher.pages import Capture, PageFetch
 from fetcher.progress import SLOWEST, StatusWriter
@@ -120,7 +121,9 @@ class Fetcher:
         self._sched: Scheduler[Task] = Scheduler(
             budget_end=self._budget_end, request_deadline=s.request_deadline_s,
             backoff_base=s.backoff_base_s)
-        self._cond = threading.Condition()
+        lock = threading.RLock()  # the scheduler's lock
+        self._cond = threading.Condition(lock)
+        self._idle = IdleWorkers(lock)
         self._queue_delay: dict[str, float] = {}
         self._hosts = Hosts(s, self.resolver, self.guard, self.robots_cache, self._now)
         self._rows = Rows(items, self._hosts, self._now)
@@ -265,7 +268,7 @@ class Fetcher:
                 with self._cond:
                     self._sched.release(key, self.clock(), delay=self.settings.min_delay_s,
                                         result="none")
-                    self._cond.notify_all()
+                    self._idle.changed(self._sched.next_ready_time())
 
     def _next(self) -> tuple[str, Task] | None:
         with self._cond:
@@ -273,15 +276,14 @@ class Fetcher:
                 now = self.clock()
                 got = self._sched.pop_ready(now)
                 if got is not None:
+                    self._idle.took()
                     return got
                 if self._sched.finished(now):
-                    self._cond.notify_all()
+                    self._idle.wake_all()
                     return None
-                # Sleep until the soonest queue is due; if none is (or the due one may not
-                # start any more), until a release notifies us.
-                t = self._sched.next_ready_time()
-                wait = t - now if t is not None and t > now else 1.0
-                self._cond.wait(min(1.0, wait))
+                # Until the soonest queue is due or a release makes one due sooner (one idle
+                # worker keeps that timer, fetcher.idle); if none is due, until a release.
+                self._idle.wait(now, self._sched.next_ready_time())
 
     def _finish(self, key: str, slot: Slot) -> None:
         s = self.settings
@@ -310,7 +312,7 @@ class Fetcher:
                 h = self._hosts[slot.host]
                 if h.conn is not None:
                     h.conn.close()  # nothing more for this host: do not hold its socket
-            self._cond.notify_all()
+            self._idle.changed(self._sched.next_ready_time())
 
     def _queue_robots_hop(self, hop: Task, target: Host, owner: Host) -> None:
         """A cross-host robots.txt hop waits in the target's queue; the owner's is blocked."""
@@ -318,7 +320,7 @@ class Fetcher:
             self._sched.push_front(target.queue_key, [hop])
             if target.queue_key != owner.queue_key:
                 self._sched.block(owner.queue_key)
-            self._cond.notify_all()
+            self._idle.changed(self._sched.next_ready_time())
 
     def _delay(self, queue_key: str, host: str | None) -> float:
         """Delay after a request (recrawl.rules.politeness.host_delay); per-IP queues keep the max.
