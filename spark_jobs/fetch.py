@@ -33,7 +33,7 @@ from fetcher.cdxj import write_index
 from fetcher.stats import step_counts
 from fetcher.storage import S3Options, Storage
 from recrawl.config import Config, ConfigError
-from recrawl.content.parsepool import ParsePool
+from recrawl.content.parsepool import ParsePool, check_nice
 from recrawl.sparkenv.cluster import executor_id
 from recrawl.sparkenv.joblabels import stage
 from recrawl.store.hostdb import record_fetch
@@ -116,8 +116,8 @@ def fetch_partition(
             }
     settings = FetchSettings.from_mapping(settings_map)
     # forked before the fetch threads start
-    pool = (ParsePool(parse["opts"], parse["round_id"], parse["workers"], parse["max_pending"])
-            if parse else None)
+    pool = (ParsePool(parse["opts"], parse["round_id"], parse["workers"], parse["max_pending"],
+                      parse["nice"]) if parse else None)
     try:
         fetcher = Fetcher(settings, warc_dir, f"{prefix}-p{part:05d}-a{attempt}",
                           robots_cache=robots_cache, resume=resume or retried, storage=storage,
@@ -251,6 +251,10 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     if int(cfg.get("parse.inline_max_pending")) < 1:  # the driver says so, not a fetch task
         raise ConfigError("parse.inline_max_pending must be at least 1, got "
                           f"{cfg.get('parse.inline_max_pending')!r}")
+    try:
+        check_nice(cfg.get("parse.inline_nice"))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     check_no_speculation(spark)
     fl = read(spark, cfg, "fetch_list").where(f"round_id = {sql_str(round_id)}")
     robots = read(spark, cfg, "robots").select(
@@ -286,7 +290,8 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     fs_delete(spark, parsed_dir)
     parse = ({"opts": parse_options(cfg), "round_id": round_id,
               "workers": max(1, int(cfg.get("parse.inline_workers"))),
-              "max_pending": int(cfg.get("parse.inline_max_pending"))}
+              "max_pending": int(cfg.get("parse.inline_max_pending")),
+              "nice": cfg.get("parse.inline_nice")}
              if cfg.get("parse.inline") else None)
 
     def body(it):

@@ -20,6 +20,13 @@ idle CPU can parse) would otherwise hold a whole task's pages and keep the fetch
 long after its last request.
 A worker whose parent dies (an executor killed mid-fetch takes its Python workers with it)
 exits within a second instead of waiting on its queue forever.
+
+The workers run at a lower CPU priority (`parse.inline_nice`, 19 by default): they take the CPU
+the fetch leaves idle and never the fetch's own. At equal priority, on a machine the fetch keeps
+busy (2 cores, ~1,000 requests a second), the pools took CPU from the fetch threads and from
+everything else on the host, every response ended later, and since each host's delay runs from
+the end of its previous response the whole fetch slowed (docs/scale.md, issue 42). A page the
+pool has no idle CPU for waits in the bounded backlog or is left to the parse step.
 """
 
 from __future__ import annotations
@@ -35,9 +42,18 @@ from typing import Any
 
 from recrawl.content.pagerows import parse_record
 
-__all__ = ["ParsePool", "parse_member"]
+__all__ = ["NICE", "ParsePool", "check_nice", "parse_member"]
 
 log = logging.getLogger(__name__)
+
+#: The workers' default niceness increment (`parse.inline_nice`): the lowest priority.
+NICE = 19
+
+
+def check_nice(nice: int) -> None:
+    """`parse.inline_nice` must be 0-19: a worker may lower its priority, not raise it."""
+    if not isinstance(nice, int) or isinstance(nice, bool) or not 0 <= nice <= 19:
+        raise ValueError(f"parse.inline_nice must be an integer from 0 to 19, got {nice!r}")
 
 
 def parse_member(meta: dict[str, Any], member: bytes, opts: dict[str, Any]) -> dict | None:
@@ -50,8 +66,11 @@ def _ready() -> int:
     return multiprocessing.current_process().pid or 0
 
 
-def _exit_with_parent(parent: int) -> None:
-    """In a worker: exit once the fetch task's process is gone (re-parented)."""
+def _start_worker(parent: int, nice: int) -> None:
+    """In a worker: lower its CPU priority by `nice`, and exit once the fetch task's process is
+    gone (re-parented)."""
+    if nice:
+        os.nice(nice)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -66,9 +85,10 @@ class ParsePool:
     parse."""
 
     def __init__(self, opts: dict[str, Any], round_id: str, workers: int = 1,
-                 max_pending: int = 1000) -> None:
+                 max_pending: int = 1000, nice: int = NICE) -> None:
         if max_pending < 1:
             raise ValueError(f"parse.inline_max_pending must be at least 1, got {max_pending!r}")
+        check_nice(nice)
         self.opts = {k: v for k, v in opts.items() if k != "s3"}
         self.round_id = round_id
         self.max_pending = max_pending
@@ -78,8 +98,8 @@ class ParsePool:
         # fork: the children inherit the imported parser; forked now, before any fetch thread
         self._pool = ProcessPoolExecutor(max(1, workers),
                                          mp_context=multiprocessing.get_context("fork"),
-                                         initializer=_exit_with_parent,
-                                         initargs=(os.getpid(),))
+                                         initializer=_start_worker,
+                                         initargs=(os.getpid(), nice))
         self._pool.submit(_ready).result()  # with fork, every worker starts on the first submit
         self._futures: list[Future] = []
         self.submitted = 0

@@ -176,3 +176,37 @@ def test_a_backlog_below_one_is_refused_by_the_driver_before_any_spark_work(tmp_
     cfg = demo_config(tmp_path / "home").with_overrides({"parse.inline_max_pending": 0})
     with pytest.raises(ConfigError, match="parse.inline_max_pending must be at least 1"):
         fetch.run(None, cfg, "20260301", dt.datetime(2026, 3, 1, tzinfo=dt.UTC))
+
+
+def test_the_pool_workers_run_at_the_configured_lower_priority(captured):
+    # they parse on the CPU the fetch leaves idle: niceness raised by `nice`, the fetch's not
+    import psutil
+
+    rows, opts = captured
+    base = psutil.Process().nice()
+    for nice, expected in ((19, min(19, base + 19)), (0, base)):
+        pool = ParsePool(opts, "r1", workers=2, nice=nice)
+        try:
+            workers = [psutil.Process(pid) for pid in pool._pool._processes]
+            assert len(workers) == 2 and all(w.nice() == expected for w in workers)
+            meta, member = next((m, b) for m, b in rows.values() if b is not None)
+            pool.submit({k: v for k, v in meta.items() if k != "round_id"}, member)
+            assert [r["url"] for r in pool.results()] == [meta["url"]]
+        finally:
+            pool.close()
+    assert psutil.Process().nice() == base
+    for bad in (-1, 20, "19", True):
+        with pytest.raises(ValueError, match="parse.inline_nice must be an integer"):
+            ParsePool(opts, "r1", nice=bad)
+
+
+@pytest.mark.parametrize("bad", [-5, 25])
+def test_a_bad_niceness_is_refused_by_the_driver(tmp_path, bad):
+    from recrawl.config import ConfigError
+    from spark_jobs import fetch
+
+    cfg = demo_config(tmp_path / "home").with_overrides({"parse.inline_nice": bad})
+    with pytest.raises(ConfigError, match="parse.inline_nice must be an integer from 0 to 19"):
+        fetch.run(None, cfg, "20260301", dt.datetime(2026, 3, 1, tzinfo=dt.UTC))
+    with pytest.raises(ConfigError, match="parse.inline_nice must be int"):  # the config's check
+        demo_config(tmp_path / "home").with_overrides({"parse.inline_nice": "low"})
