@@ -19,10 +19,14 @@ keeps a run under five minutes), and the tables compared URL by URL
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
+import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -76,6 +80,44 @@ class TreeCpu:
         self._stop.set()
 
 
+@contextlib.contextmanager
+def served(args: argparse.Namespace, log: str) -> Iterator[int]:
+    """The simulated web, served by `simweb serve` in a process of its own (as a crawl's web is
+    by other machines; in this process its threads would share the driver's GIL), its request
+    log appended to `log`: its port."""
+    with subprocess.Popen([sys.executable, "-m", "simweb", "serve", "--seed", "7", "--sites",
+                           str(args.sites), "--pages", str(args.pages), "--port", "0",
+                           "--log", log],
+                          stdout=subprocess.PIPE, text=True,
+                          cwd=Path(__file__).resolve().parent.parent) as proc:
+        try:
+            line = proc.stdout.readline() if proc.stdout else ""
+            found = re.search(r"127\.0\.0\.1:(\d+)", line)
+            if not found:
+                raise RuntimeError(f"simweb serve did not say its port: {line!r}")
+            yield int(found.group(1))
+        finally:
+            proc.terminate()
+
+
+def _audit(log_path: str, web, cfg) -> None:
+    """Politeness and robots.txt as the server saw them, over every path's requests (the paths
+    fetch one after the other: a host's first request of one comes minutes after its last of
+    the other)."""
+    import json
+
+    from simweb.audit import politeness_violations, robots_violations
+
+    with open(log_path, encoding="utf-8") as fh:
+        log = [json.loads(line) for line in fh if line.strip()]
+    cap = float(cfg.get("fetcher.max_crawl_delay_s"))
+    delays = {h: min(d, cap) for h, d in web.truth.crawl_delays().items()}
+    gaps = politeness_violations(log, float(cfg.get("fetcher.min_delay_s")), delays)
+    robots = robots_violations(log, web.truth)
+    print(f"server's log: {len(log)} requests, {len(gaps)} politeness (gap or overlap) and "
+          f"{len(robots)} robots.txt violations" + "".join(f"\n  {v}" for v in (gaps + robots)[:5]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sites", type=int, default=40)
@@ -106,16 +148,18 @@ def main(argv: list[str] | None = None) -> int:
         "spark.extra": {"spark.ui.retainedJobs": "100000"},
         **_overrides(args.set, "--set"),
     }
-    with tempfile.TemporaryDirectory() as tmp, SimWeb(seed=7, n_sites=args.sites,
-                                                      pages_per_site=args.pages) as web:
+    web = SimWeb(seed=7, n_sites=args.sites, pages_per_site=args.pages)  # its world, unserved
+    with (tempfile.TemporaryDirectory() as tmp,
+          served(args, f"{tmp}/requests.jsonl") as port):
         cfgs = [demo_config(f"{tmp}/{name}", **overrides)
                 .with_overrides({"parse.inline": name == "inline"}, name) for name in paths]
         spark = get_spark(cfgs[0], "parse-inline")
         seen = {j[0] for j in _jobs(spark)}
         tree_cpu = TreeCpu()  # sampled from here on: Spark's processes exist now
-        urls = [u for h in web.hosts() if h.startswith("site") for u in web.truth.pages(h)]
+        urls = [f"http://{h}:{port}{path}" for h in web.hosts() if h.startswith("site")
+                for path in web.world.host(h).pages()]
         if args.hostile:
-            urls += [u for u in web.seed_urls() if not u.split("/")[2].startswith("site")]
+            urls += [f"http://{h}:{port}/" for h in web.hosts() if not h.startswith("site")]
         seeds = f"{tmp}/seeds.txt"
         Path(seeds).write_text("\n".join(urls) + "\n")
         start = parse_date("2026-11-01")
@@ -159,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{fetch.get('polite_floor_ms', 0) / 1000:.1f} s), pages parsed inline "
                   f"{fetch.get('pages_inline', 0)}; parse took {counts['parse', path].get('parsed_inline', 0)} "
                   "from the fetch")
+        _audit(f"{tmp}/requests.jsonl", web, cfgs[0])
         print(f"\nSpark job stages by wall seconds (top {args.top} per step and path):")
         for (step, path), by in stages.items():
             ranked = sorted(by.items(), key=lambda kv: -kv[1])[: args.top]
