@@ -76,6 +76,14 @@ def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
             yield out
 
 
+def by_record_ranges(fetched, n_parts: int):
+    """`fetched` in `n_parts` ranges of (WARC file, offset): tasks of equal size, each reading
+    stretches of a file in order. Hashed by file, a round's few WARCs (one per fetch task up to
+    `fetcher.warc_max_bytes`) could all land in one partition, and one core parsed the round
+    while the others waited (docs/scale.md, issue 42)."""
+    return fetched.repartitionByRange(n_parts, "warc_file", "warc_offset")
+
+
 def parse_options(cfg: Config) -> dict:
     """What a page's parse depends on (`recrawl.content.pagerows`), for both paths: the parse step's
     tasks and the fetch's inline parse."""
@@ -156,7 +164,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     fetched = fetched.drop("warc_type")
     n_parts = max(1, int(cfg.get("spark.shuffle_partitions")))
     rdd = (
-        fetched.repartition(n_parts, "warc_file").rdd
+        by_record_ranges(fetched, n_parts).rdd
         .mapPartitions(lambda it: parse_rows((r.asDict() for r in it), opts))
         .map(lambda d: tuple(d.get(c) for c in cols))
     )

@@ -97,3 +97,22 @@ def test_links_keep_each_pages_latest_outlinks_only(spark, tmp_path, cap):
     got = sorted((r.src_url, r.dst_url, r.round_id) for r in read(spark, cfg, "links").collect())
     assert got == [("http://a/", "http://z/", "r2"), ("http://b/", "http://x/", "r1"),
                    ("http://c/", "http://x/", "r2")]
+
+
+def test_a_round_of_two_warc_files_is_parsed_in_tasks_of_equal_size(spark):
+    # one WARC per fetch task: hashed by file name the two could share one partition (one
+    # core parsing the round); by ranges of (file, offset) every partition gets a quarter,
+    # each in stretches of one file
+    from spark_jobs.parse import by_record_ranges
+
+    rows = [(f"/warc/20261101-9f2c-p{t:05d}-a{t}-00000.warc.gz", off * 3000)
+            for t in (0, 1) for off in range(100)]
+    fetched = spark.createDataFrame(rows, "warc_file string, warc_offset long")
+    parts = by_record_ranges(fetched, 4).rdd.glom().collect()
+    sizes = sorted(len(p) for p in parts)
+    assert sum(sizes) == 200 and sizes == [50, 50, 50, 50]
+    for p in parts:
+        assert len({r["warc_file"] for r in p}) == 1  # a stretch of one file
+    # what hashing by file alone gives: two files, so at most two partitions do any work
+    hashed = fetched.repartition(4, "warc_file").rdd.glom().collect()
+    assert sum(1 for p in hashed if p) <= 2
