@@ -4,16 +4,17 @@
         [--hostile] [--steps generate,fetch,parse,dedup] [--set SECTION.KEY=VALUE ...]
 
 Every page of `--sites` simulated sites (`--pages` each; `--hostile` adds the hostile hosts'
-home pages) is injected, so round 0 fetches them all. The round's steps then run on two crawl
-homes in one Spark session, step by step alternately (the same machine load for both): the
-separate path (`parse.inline = false`: the parse step reads the WARCs) and the inline one (the
-default). Per step and path: wall seconds, CPU seconds of the whole process tree (this driver,
-its JVM, the Python workers and the parse pools' processes: `TreeCpu`, psutil samples) and the
-Spark job stages that cost the most wall time (`recrawl.sparkenv.joblabels.stage` names them). Last,
-pages per second of the steps run (`--steps`, default the whole round; updatedb and schedule
-read the same tables on both paths, so on a loaded machine `--steps generate,fetch,parse,dedup`
-keeps a run under five minutes), and the tables compared URL by URL
-(benchmarks/round_cost.compare_tables, plus `duplicates`).
+home pages) is injected, so round 0 fetches them all. The web is served by `simweb serve` in a
+process of its own, and its request log is audited at the end (gaps, overlaps, robots.txt). The
+round's steps then run on two crawl homes in one Spark session, step by step alternately (the
+same machine load for both): the separate path (`parse.inline = false`: the parse step reads
+the WARCs) and the inline one (the default). Per step and path: wall seconds, CPU seconds of
+the whole process tree (this driver, its JVM, the Python workers and the parse pools'
+processes: `TreeCpu`, psutil samples) and the Spark job stages that cost the most wall time
+(`recrawl.sparkenv.joblabels.stage` names them). Last, pages per second of the steps run
+(`--steps`, default the whole round; updatedb and schedule read the same tables on both paths,
+so on a loaded machine `--steps generate,fetch,parse,dedup` keeps a run under five minutes),
+and the tables compared URL by URL (benchmarks/round_cost.compare_tables, plus `duplicates`).
 """
 
 from __future__ import annotations
