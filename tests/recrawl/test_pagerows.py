@@ -10,6 +10,7 @@ import datetime as dt
 import gzip
 import http.client
 import io
+import time
 
 import pytest
 
@@ -188,7 +189,13 @@ def test_the_pool_workers_run_at_the_configured_lower_priority(captured):
         pool = ParsePool(opts, "r1", workers=2, nice=nice)
         try:
             workers = [psutil.Process(pid) for pid in pool._pool._processes]
-            assert len(workers) == 2 and all(w.nice() == expected for w in workers)
+            assert len(workers) == 2
+            # a worker lowers its priority in its initializer, before it takes any page; the
+            # second may still be starting when the pool is back from its first submit
+            end = time.monotonic() + 10.0
+            while time.monotonic() < end and any(w.nice() != expected for w in workers):
+                time.sleep(0.05)
+            assert [w.nice() for w in workers] == [expected, expected]
             meta, member = next((m, b) for m, b in rows.values() if b is not None)
             pool.submit({k: v for k, v in meta.items() if k != "round_id"}, member)
             assert [r["url"] for r in pool.results()] == [meta["url"]]
