@@ -66,13 +66,15 @@ class FetchOutcome:
 
     ``rows``: one `fetches` row per input item, in input order. ``robots``: `robots` table rows
     for robots.txt files fetched in this run. ``hosts``: per-host counters and back-off state.
-    ``warc_files``: closed WARC files under their final names.
+    ``warc_files``: closed WARC files under their final names; ``cdxj``: their CDXJ lines,
+    built as the records were written (fetcher.cdxj.RecordIndex), by file.
     """
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     robots: list[dict[str, Any]] = field(default_factory=list)
     hosts: list[dict[str, Any]] = field(default_factory=list)
     warc_files: list[str] = field(default_factory=list)
+    cdxj: dict[str, list[str]] = field(default_factory=dict)
     #: the run's timing: ``elapsed_ms`` and ``floor_ms``, the shortest time the hosts' delays
     #: (and the threads) allowed for the requests made (``Fetcher.run``)
     stats: dict[str, int] = field(default_factory=dict)

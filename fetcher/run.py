@@ -170,7 +170,8 @@ class Fetcher:
         return FetchOutcome(rows=rows, robots=self._robots.rows,
                             hosts=host_rows(self._hosts, self._sched.queue, self.clock(),
                                             self._to_wall),
-                            warc_files=warc_files, stats=self._timing(n_threads))
+                            warc_files=warc_files, cdxj=self._warc.index(),
+                            stats=self._timing(n_threads))
 
     # -- what the run measured ---------------------------------------------------------------
     def _timing(self, threads: int) -> dict[str, int]:

@@ -58,6 +58,7 @@ from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders, StatusAndHeadersParser
 from warcio.warcwriter import WARCWriter
 
+from fetcher.cdxj import RecordIndex
 from fetcher.storage import AtomicFile, Storage, join
 
 PROFILE_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
@@ -236,7 +237,12 @@ class RecordLocation:
 
 
 class WarcWriter:
-    """Appends groups of records to rotating WARC files; safe to share between threads."""
+    """Appends groups of records to rotating WARC files; safe to share between threads.
+
+    Each file's CDXJ lines are built as its records are stored (fetcher.cdxj.RecordIndex,
+    outside the lock): :meth:`index` returns them for the closed files, so the round's index
+    needs no second read of its WARCs.
+    """
 
     def __init__(self, directory: str, prefix: str, *, max_bytes: int, gzip_level: int,
                  info: dict[str, str], storage: Storage | None = None) -> None:
@@ -252,6 +258,8 @@ class WarcWriter:
         self._size = 0
         self._seq = 0
         self._closed: list[str] = []
+        self._index: RecordIndex | None = None
+        self._lines: dict[str, list[str]] = {}
 
     def write(self, records: list[ArcWarcRecord], *,
               keep_first: bool = False) -> list[RecordLocation]:
@@ -273,7 +281,18 @@ class WarcWriter:
                 offset += len(m)
             self._fh.write(b"".join(members))
             self._size = offset
-            return locations
+            index, lines = self._index, self._lines[self._path]
+        assert index is not None
+        for r, loc in zip(records, locations, strict=True):
+            line = index.line(r, loc.offset, loc.length)
+            if line:
+                lines.append(line)  # list.append is atomic: writers of one file share the list
+        return locations
+
+    def index(self) -> dict[str, list[str]]:
+        """The closed files' CDXJ lines (cdxj-indexer's own, sorted), by final path."""
+        with self._lock:
+            return {p: sorted(self._lines.get(p, ())) for p in self._closed}
 
     def close(self) -> list[str]:
         """Close the open file; returns every closed file's final path, in order."""
@@ -286,6 +305,8 @@ class WarcWriter:
         self._seq += 1
         self._path = join(self.directory, name)
         self._fh = self.storage.create(self._path)
+        self._index = RecordIndex(name)
+        self._lines[self._path] = []
         info = _builder.create_warcinfo_record(name, self.info)
         data = serialize(info, self.gzip_level)
         self._fh.write(data)

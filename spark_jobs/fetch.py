@@ -139,6 +139,14 @@ def fetch_partition(
     for row in outcome.hosts:
         yield ("host", json.dumps(row, default=_json_default))
     yield ("stats", json.dumps(outcome.stats))
+    # The WARCs' CDXJ lines as they were written (fetcher.cdxj.RecordIndex), in rows of a few
+    # thousand: the driver writes the round's index without reading the WARCs back.
+    for path, lines in outcome.cdxj.items():
+        for i in range(0, len(lines), _CDXJ_ROW_LINES):
+            yield ("cdxj", json.dumps({"file": path, "lines": lines[i:i + _CDXJ_ROW_LINES]}))
+
+
+_CDXJ_ROW_LINES = 4000
 
 
 def fs_list(spark, directory: str) -> list[str]:
@@ -338,6 +346,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     }
     # the step's counts, the gates' input: one function with the fetcher core's tests
     counts = step_counts(statuses, hosts_stats, task_stats)
+    cdxj_known = staged_cdxj(staged)
     pages_inline = 0
     if parse:
         stage(spark, "staging the pages parsed inline")
@@ -348,7 +357,7 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     fs_delete(spark, started_root)
     fs_delete(spark, status_root)
     # The round's CDXJ index next to its WARCs (fetcher.cdxj), rebuilt on every run.
-    _, cdxj_lines = write_index(warc_dir, sorted(referenced), Storage(s3))
+    _, cdxj_lines = write_index(warc_dir, sorted(referenced), Storage(s3), cdxj_known)
     counts["executors"] = published.select("executor_id").distinct().count()
     counts["warc_files"] = len(referenced)
     counts["warc_orphans_removed"] = removed
@@ -356,6 +365,16 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     counts["cdxj_lines"] = cdxj_lines
     counts["pages_inline"] = pages_inline
     return counts
+
+
+def staged_cdxj(staged) -> dict[str, list[str]]:
+    """The CDXJ lines the fetch tasks built as they wrote their WARCs, by file; write_index
+    takes those of the files the round's rows reference and reads back any other."""
+    known: dict[str, list[str]] = {}
+    for r in staged.where("kind = 'cdxj'").select("payload").toLocalIterator():
+        rec = json.loads(r[0])
+        known.setdefault(rec["file"], []).extend(rec["lines"])
+    return known
 
 
 # What each fetch task reports of its hosts and its timing, beyond the `hosts` table's columns.

@@ -11,6 +11,7 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from fetcher import Fetcher, FetchItem
+from fetcher.cdxj import index_lines
 from fetcher.classify import sha1_digest
 from simweb import SimWeb, audit
 from simweb.hostile import ROBOTS_RULES_CASES
@@ -253,6 +254,23 @@ def test_recrawl_uses_validators_robots_cache_and_revisits(crawl, web, tmp_path)
         assert rec.rec_headers.get_header("WARC-Refers-To-Date") == orig["warc_date"]
     for f in out.warc_files:
         assert subprocess.run([str(BIN / "warcio"), "check", f]).returncode == 0
+    assert_index_is_cdxj_indexers(out)
+
+
+def assert_index_is_cdxj_indexers(out) -> None:
+    """The CDXJ lines built as the records were written are, file by file, what cdxj-indexer
+    reads back from the finished file (offsets, lengths, digests, mime and status included)."""
+    assert set(out.cdxj) == set(out.warc_files)
+    for f in out.warc_files:
+        assert out.cdxj[f] == index_lines([f]), f
+
+
+def test_write_time_index_equals_cdxj_indexer_reading_the_files(crawl):
+    out = crawl["out"]
+    assert_index_is_cdxj_indexers(out)
+    statuses = {line.split('"status": "', 1)[1][:3] for f in out.warc_files for line in out.cdxj[f]
+                if '"status": "' in line}
+    assert {"200", "301", "404", "503"} <= statuses  # the hostile hosts' captures are in it
 
 
 def test_time_budget_is_respected_against_hostile_hosts(web, tmp_path):

@@ -195,3 +195,31 @@ def test_empty_writer_creates_no_file(tmp_path):
     w = writer(tmp_path)
     assert w.close() == []
     assert list(tmp_path.iterdir()) == []
+
+
+def test_index_is_built_as_written_and_write_index_reads_back_only_unknown_files(tmp_path):
+    """The writer's per-file CDXJ lines equal cdxj-indexer's reading of the closed files
+    (rotation, a revisit, an odd head and a head-only capture included); write_index takes the
+    known lines and reads back only a file it was not given."""
+    from fetcher.cdxj import index_lines, write_index
+
+    w = writer(tmp_path, max_bytes=2500)
+    for i in range(6):
+        _, records = exchange_records(uri=f"http://h.test/{i}",
+                                      truncated="unspecified" if i == 3 else None)
+        w.write(records)
+    w.write([warc.revisit_record("http://h.test/0", DATE, "127.0.0.1", b"", record_id=warc.new_record_id(),
+                                 profile=warc.PROFILE_NOT_MODIFIED, payload_digest=None,
+                                 refers_to_uri="http://h.test/0", refers_to_date=None)])
+    files = w.close()
+    index = w.index()
+    assert len(files) > 2 and set(index) == set(files)
+    for f in files:
+        assert index[f] == index_lines([f]) and index[f], f
+    assert sum(len(v) for v in index.values()) == 7  # 6 responses and the revisit, nothing else
+    known = {f: index[f] for f in files[1:]}
+    known[str(tmp_path / "gone.warc.gz")] = ["x 1 {}"]  # a file the round does not reference
+    os.remove(files[1])  # a known file is never read back
+    path, n = write_index(str(tmp_path), files, known=known)
+    lines = Path(path).read_text().splitlines()
+    assert n == 7 and lines == sorted(line for f in files for line in index[f])
