@@ -24,14 +24,11 @@ from io import BytesIO
 from recrawl.config import Config
 from recrawl.content.extract import extractor
 from recrawl.content.pagerows import UnchangedPayload, parse_record, record_payload
-from recrawl.content.urlnorm import host_key_or_none
 from recrawl.sparkenv.joblabels import stage
 from spark_jobs import captures
 from spark_jobs.common import filter_rules, norm_rules
 
 __all__ = ["UnchangedPayload", "inline_dir", "parse_options", "parse_rows", "read_payload", "run"]
-
-LINK_STRUCT = "array<struct<dst_url:string,anchor:string,kind:string>>"
 
 
 def _opener(warc_file: str, offset: int, length: int | None, storage):
@@ -111,16 +108,18 @@ def inline_dir(cfg: Config, round_id: str) -> str:
 
 
 def parsed_schema():
-    """The rows both parse paths produce: `pages` columns plus the nested `links`."""
+    """The rows both parse paths produce: `pages` columns plus the page's host key
+    (`src_host`) and its nested `links` with their targets' host keys."""
     from pyspark.sql.types import ArrayType, StringType, StructField, StructType  # lazy: pyspark
 
     from recrawl.store.schemas import PAGES  # lazy: pyspark (via recrawl.store.schemas)
 
     link_t = ArrayType(StructType([
         StructField("dst_url", StringType()), StructField("anchor", StringType()),
-        StructField("kind", StringType()),
+        StructField("kind", StringType()), StructField("dst_host", StringType()),
     ]))
-    return StructType(list(PAGES.fields) + [StructField("links", link_t)])
+    return StructType(list(PAGES.fields) + [StructField("src_host", StringType()),
+                                            StructField("links", link_t)])
 
 
 def inline_parsed(spark, cfg: Config, round_id: str):
@@ -173,18 +172,16 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     if inline is not None:
         parsed = inline.where(F.col("round_id") == round_id).select(*cols).unionByName(parsed)
     parsed = parsed.cache()
-    replace_round(parsed.drop("links"), cfg, "pages", round_id)
+    replace_round(parsed.drop("links", "src_host"), cfg, "pages", round_id)
 
-    host_udf = F.udf(lambda u: host_key_or_none(u), "string")  # noqa: PLW0108 - no hint inference
+    # Host keys came with the parse (recrawl.content.pagerows): no Python call per link here.
     links = (
         parsed.where("parse_error IS NULL OR size(links) > 0")
-        .select(F.col("url").alias("src_url"), F.explode("links").alias("l"))
-        .select("src_url", "l.dst_url", "l.anchor", "l.kind")
+        .select(F.col("url").alias("src_url"), "src_host", F.explode("links").alias("l"))
+        .select("src_url", "l.dst_url", "l.anchor", "l.kind", "src_host", "l.dst_host")
         .where("src_url != dst_url OR kind = 'canonical'")
         .dropDuplicates(["src_url", "dst_url"])
         .withColumn("round_id", F.lit(round_id))
-        .withColumn("src_host", host_udf("src_url"))
-        .withColumn("dst_host", host_udf("dst_url"))
     )
     stage(spark, "writing outlinks")
     write_latest_outlinks(spark, cfg, round_id, parsed.select("url"), links)

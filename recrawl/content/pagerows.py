@@ -18,7 +18,7 @@ from recrawl.content.captures import sniff_mime
 from recrawl.content.linkfilter import filter_reason
 from recrawl.content.parsing import MAX_EXTRACT_MS, parse_html
 from recrawl.content.sitemaps import is_sitemap, sitemap_locs
-from recrawl.content.urlnorm import try_normalize
+from recrawl.content.urlnorm import host_key_or_none, try_normalize
 
 __all__ = ["UnchangedPayload", "page_row", "parse_record", "record_payload"]
 
@@ -63,11 +63,18 @@ def parse_record(meta: dict[str, Any], open_record: Callable[[], IO[bytes]],
 
 
 def _base(meta: dict[str, Any]) -> dict[str, Any]:
+    # src_host (the links' source host, not a `pages` column) comes with the page, so that no
+    # Spark job calls Python per link for it (spark_jobs.parse).
     return {
         "round_id": meta["round_id"], "url": meta["url"], "warc_file": meta["warc_file"],
         "warc_offset": meta["warc_offset"], "payload_digest": meta["payload_digest"],
-        "links": [], "text_len": 0, "outlink_count": 0,
+        "links": [], "text_len": 0, "outlink_count": 0, "src_host": host_key_or_none(meta["url"]),
     }
+
+
+def _link(url: str, anchor: str, kind: str) -> dict[str, Any]:
+    """A `links` row's part a page holds: target, anchor, kind and the target's host key."""
+    return {"dst_url": url, "anchor": anchor, "kind": kind, "dst_host": host_key_or_none(url)}
 
 
 def page_row(meta: dict[str, Any], body: bytes, ctype: str | None,
@@ -84,7 +91,7 @@ def page_row(meta: dict[str, Any], body: bytes, ctype: str | None,
         for loc in sitemap_locs(body, opts["max_sitemap_urls"]):
             url, _ = try_normalize(loc, rules=opts["norm_rules"])
             if url and filter_reason(url, opts["filter_rules"]) is None:
-                links.append({"dst_url": url, "anchor": "", "kind": "sitemap"})
+                links.append(_link(url, "", "sitemap"))
         out.update(title="sitemap", text="", links=links, outlink_count=len(links))
         return out
     page = parse_html(
@@ -101,6 +108,6 @@ def page_row(meta: dict[str, Any], body: bytes, ctype: str | None,
         simhash=simhash64(text) if text else None, text_extractor=page.text_extractor,
     )
     links = [] if page.meta_robots_nofollow else page.outlinks
-    out["links"] = [{"dst_url": o.url, "anchor": o.anchor, "kind": o.kind} for o in links]
+    out["links"] = [_link(o.url, o.anchor, o.kind) for o in links]
     out["outlink_count"] = len(out["links"])
     return out

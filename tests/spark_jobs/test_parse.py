@@ -66,13 +66,18 @@ def test_records_become_pages_with_text_fingerprints_and_filtered_outlinks(tmp_p
     # relative links resolved and normalized (tracking parameter dropped); mailto: filtered
     assert dsts == {"http://a.test/b", "http://other.test/c"}
     assert page["outlink_count"] == 2
+    # the `links` table's host keys come with the parse (no per-link Python pass in Spark)
+    assert page["src_host"] == "http://a.test:80"
+    assert {(link["dst_url"], link["dst_host"]) for link in page["links"]} == {
+        ("http://a.test/b", "http://a.test:80"), ("http://other.test/c", "http://other.test:80")}
 
     nofollow = out["http://a.test/nf"]
     assert nofollow["links"] == [] and nofollow["outlink_count"] == 0 and nofollow["text_len"] > 0
 
     sitemap = out["http://a.test/sitemap.xml"]
-    assert [(link["dst_url"], link["kind"]) for link in sitemap["links"]] == [
-        ("http://a.test/s1", "sitemap"), ("http://a.test/s2", "sitemap")]
+    assert [(link["dst_url"], link["kind"], link["dst_host"]) for link in sitemap["links"]] == [
+        ("http://a.test/s1", "sitemap", "http://a.test:80"),
+        ("http://a.test/s2", "sitemap", "http://a.test:80")]
 
 
 @pytest.mark.spark

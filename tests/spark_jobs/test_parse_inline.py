@@ -11,6 +11,7 @@ import datetime as dt
 import pytest
 
 from app.demo import demo_config
+from recrawl.content.urlnorm import host_key_or_none
 from recrawl.rules.rounds import parse_date, round_id_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
@@ -78,6 +79,9 @@ def test_inline_and_separate_parse_give_equal_tables(spark, tmp_path):
         separate = _snapshot(spark, cfg, rid)
 
     assert len(inline["pages"]) > 20 and len(inline["links"]) > 50
+    # each link's host keys, carried from the parse, are its URLs' host_key
+    for (src, dst), row in inline["links"].items():
+        assert (row["src_host"], row["dst_host"]) == (host_key_or_none(src), host_key_or_none(dst))
     for table in TABLES:
         assert set(inline[table]) == set(separate[table]), table
         differ = [k for k in inline[table] if inline[table][k] != separate[table][k]]
