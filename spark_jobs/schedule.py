@@ -278,7 +278,7 @@ def _write(spark, cfg: Config, result, round_id: str) -> dict[str, int]:
             max_interval_s=int(stats["hi"]),
         )
         stage(spark, "writing next fetch times")
-        set_schedule(spark, cfg, result, round_id)
+        set_schedule(spark, cfg, result, round_id, rows=n)
     result.unpersist()
     return counts
 

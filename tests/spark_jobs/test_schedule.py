@@ -310,3 +310,37 @@ def test_last_modified_rate_in_sql_equals_page_rate(spark):
     for g, w, case in zip(got, want, cases, strict=True):
         if w is not None:  # page_rate needs an exposure to take the last-modified branch
             assert g == pytest.approx(w, rel=1e-9), case
+
+
+@pytest.mark.parametrize("rows", [None, 10**6], ids=["merge", "one-pass"])
+def test_schedule_write_by_merge_or_one_pass_rewrite_gives_the_same_crawldb(spark, cfg, rows):
+    """set_schedule MERGEs a plan smaller than crawldb's file count and rewrites the table in
+    one pass otherwise: either way only planned rows not yet scheduled by the round move, a URL
+    crawldb lacks is not added, every other column stays, and the whole is one commit."""
+    from recrawl.store.crawldb import set_schedule
+
+    _crawldb(spark, cfg, ROWS + [_row("http://a.test/again", SLOW, False, scheduled_round=ROUND,
+                                      change_rate=0.25)])
+    before = _rows(spark, cfg)
+    version = spark.sql(f"DESCRIBE HISTORY delta.`{cfg.table_path('crawldb')}`").first()["version"]
+    later = NOW + dt.timedelta(days=9)
+    plan = spark.createDataFrame(
+        [(u, 0.7, 9 * DAY, later) for u in ("http://a.test/fast", "http://a.test/new",
+                                            "http://a.test/again", "http://b.test/unknown")],
+        "url string, change_rate double, fetch_interval_s long, next_fetch_time timestamp")
+    set_schedule(spark, cfg, plan, ROUND, rows=rows)
+    after = _rows(spark, cfg)
+
+    assert set(after) == set(before)  # nothing added, nothing lost
+    for url, row in after.items():
+        if url in ("http://a.test/fast", "http://a.test/new"):
+            assert (row["change_rate"], row["fetch_interval_s"], row["next_fetch_time"],
+                    row["scheduled_round"]) == (0.7, 9 * DAY, later, ROUND)
+            moved = {"change_rate", "fetch_interval_s", "next_fetch_time", "scheduled_round"}
+            assert {k: v for k, v in row.items() if k not in moved} == \
+                {k: v for k, v in before[url].items() if k not in moved}
+        else:  # not planned, or already scheduled by this round (a re-run)
+            assert row == before[url], url
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{cfg.table_path('crawldb')}`").collect()
+    assert history[0]["version"] == version + 1  # one commit
+    assert history[0]["operation"] == ("MERGE" if rows is None else "WRITE")
