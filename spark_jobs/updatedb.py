@@ -67,16 +67,16 @@ def run(spark, cfg: Config, round_id: str, logical: dt.datetime) -> dict[str, in
     )
     before = read(spark, cfg, "crawldb").count()
     checked = _check_signals(spark, cfg, src, now)  # reads the copies the MERGE replaces
-    stage(spark, "merging the round into crawldb")
-    apply_round(spark, cfg, merged, round_id, now)
-    park_poison(spark, cfg, now)
-    after = read(spark, cfg, "crawldb").count()
-    traps = _update_hosts(spark, cfg, now)
-    counts = {
+    applied = {
         r["fetch_status"]: r["n"]
         for r in src.groupBy("fetch_status").agg(F.count("*").alias("n")).collect()
     }
-    counts = {f"applied_{k}": v for k, v in counts.items()}
+    stage(spark, "merging the round into crawldb")
+    apply_round(spark, cfg, merged, round_id, now, rows=sum(applied.values()))
+    park_poison(spark, cfg, now)
+    after = read(spark, cfg, "crawldb").count()
+    traps = _update_hosts(spark, cfg, now)
+    counts = {f"applied_{k}": v for k, v in applied.items()}
     counts.update(new_urls=after - before, crawldb_urls=after, trap_hosts=traps, **checked)
     return counts
 

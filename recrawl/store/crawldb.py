@@ -30,6 +30,7 @@ from recrawl.rules.signal_trust import http_date_sql
 from recrawl.rules.traps import blocked_sql
 from recrawl.rules.units import SECONDS_PER_DAY
 from recrawl.store.arrowtables import arrow_batches, overwrite_arrow, row_count
+from recrawl.store.rewrite import files, rewrite_merge
 from recrawl.store.tables import (
     Insert,
     InsertAll,
@@ -174,7 +175,8 @@ def lm_updates(now_sql: str, success: str, interval_d: str) -> dict[str, str]:
     return {"lm_exposure_d": exposure, "lm_changes": changes}
 
 
-def apply_round(spark, cfg: Config, source, round_id: str, now: dt.datetime) -> None:
+def apply_round(spark, cfg: Config, source, round_id: str, now: dt.datetime,
+                rows: int | None = None) -> None:
     """updatedb's one MERGE: the round's fetch results, stored duplicates, depth updates and
     new URLs (outlinks, redirect targets, sitemaps).
 
@@ -183,7 +185,9 @@ def apply_round(spark, cfg: Config, source, round_id: str, now: dt.datetime) -> 
     columns `link_depth`, `link_host`, `inlink_est` (NULL when nothing links to it). The
     fetched URLs are spread over every crawldb file, so any MERGE they take part in rewrites
     the whole table (copy-on-write): all of these share that one rewrite (docs/scale.md,
-    "fewer rewrites per round").
+    "fewer rewrites per round"). With `rows` (the round's fetched URLs) at least as many as
+    crawldb's files that rewrite is one pass over the table (recrawl.store.rewrite) rather than
+    a MERGE's two joins; a smaller round is MERGEd.
     """
     now_sql = _ts(now)
     rid = sql_str(round_id)
@@ -197,19 +201,22 @@ def apply_round(spark, cfg: Config, source, round_id: str, now: dt.datetime) -> 
     # stack trace and fell back, every round. Operators this wide now skip whole-stage codegen
     # (each expression is still compiled, in split methods); the narrower stages that build
     # the source keep it.
+    clauses = (
+        Update({**round_updates(cfg, round_id, now), "depth": depth},
+               when=f"s.fetch_status IS NOT NULL AND (t.last_round IS NULL OR t.last_round != {rid})"),
+        Update({"status": f"CASE WHEN {stored_dup} THEN 'duplicate' ELSE t.status END",
+                "depth": depth},
+               when=f"s.fetch_status IS NULL AND (({stored_dup}) OR ({better_depth}))"),
+        Insert({"url": "s.url", "host": "s.link_host", "depth": "s.link_depth",
+                "discovered_at": now_sql, "next_fetch_time": now_sql,
+                "inlink_score": "s.inlink_est", **new_url_values_sql(default_days)},
+               when="s.link_depth IS NOT NULL"),
+    )
     with session_conf(spark, {"spark.sql.codegen.maxFields": "40"}):
-        merge_into(
-            spark, cfg, "crawldb", source, "t.url = s.url",
-            Update({**round_updates(cfg, round_id, now), "depth": depth},
-                   when=f"s.fetch_status IS NOT NULL AND (t.last_round IS NULL OR t.last_round != {rid})"),
-            Update({"status": f"CASE WHEN {stored_dup} THEN 'duplicate' ELSE t.status END",
-                    "depth": depth},
-                   when=f"s.fetch_status IS NULL AND (({stored_dup}) OR ({better_depth}))"),
-            Insert({"url": "s.url", "host": "s.link_host", "depth": "s.link_depth",
-                    "discovered_at": now_sql, "next_fetch_time": now_sql,
-                    "inlink_score": "s.inlink_est", **new_url_values_sql(default_days)},
-                   when="s.link_depth IS NOT NULL"),
-        )
+        if rows is not None and rows >= files(spark, cfg, "crawldb"):
+            rewrite_merge(spark, cfg, "crawldb", source, "url", *clauses)
+        else:
+            merge_into(spark, cfg, "crawldb", source, "t.url = s.url", *clauses)
 
 
 def park_poison(spark, cfg: Config, now: dt.datetime) -> None:
@@ -231,45 +238,20 @@ def mark_traps(spark, cfg: Config, trap_hosts) -> None:
                Update({"status": "'trap'"}))
 
 
-_SCHEDULED = ("change_rate", "fetch_interval_s", "next_fetch_time")
-
-
 def set_schedule(spark, cfg: Config, plan, round_id: str, rows: int | None = None) -> None:
     """The schedule step's result (`plan`: url, change_rate, fetch_interval_s,
     next_fetch_time), once per round: a row already scheduled by this round keeps its values,
     so a re-run cannot schedule it twice; one atomic commit, which fails if crawldb changed
-    meanwhile.
-
-    A plan of `rows` at least as many as crawldb's files touches nearly every file, and a
-    MERGE would find them (all) by one join and rewrite them by a second: crawldb is then
-    rewritten in one pass, left-joined with the plan, as set_scores does (the 110k round:
-    ~7 s against ~19 s; docs/scale.md). A smaller plan is MERGEd, rewriting only its files."""
-    from pyspark.sql import functions as F  # lazy: pyspark
-
+    meanwhile. A plan of `rows` at least as many as crawldb's files rewrites the table in one
+    pass (recrawl.store.rewrite), a smaller one is MERGEd."""
     rid = sql_str(round_id)
-    if rows is None or rows < _files(spark, cfg, "crawldb"):
-        merge_into(spark, cfg, "crawldb", plan, "t.url = s.url", Update(
-            {**{c: f"s.{c}" for c in _SCHEDULED}, "scheduled_round": rid},
-            when=f"t.scheduled_round IS NULL OR t.scheduled_round != {rid}",
-        ))
-        return
-    db = read(spark, cfg, "crawldb")
-    planned = plan.select("url", *[F.col(c).alias(f"_{c}") for c in _SCHEDULED],
-                          F.lit(True).alias("_planned"))
-    out = db.join(planned, "url", "left").withColumn("_hit", F.expr(
-        f"coalesce(_planned, false) AND (scheduled_round IS NULL OR scheduled_round != {rid})"))
-    for c in _SCHEDULED:
-        out = out.withColumn(c, F.when(F.col("_hit"), F.col(f"_{c}")).otherwise(F.col(c)))
-    out = out.withColumn("scheduled_round", F.when(F.col("_hit"), F.lit(round_id))
-                         .otherwise(F.col("scheduled_round")))
-    overwrite(out.select(*db.columns), cfg, "crawldb")
-
-
-def _files(spark, cfg: Config, name: str) -> int:
-    """How many data files the table's current version has (from its log: no data read)."""
-    from delta.tables import DeltaTable  # lazy: delta-spark
-
-    return int(DeltaTable.forPath(spark, cfg.table_path(name)).detail().first()["numFiles"])
+    update = Update({"change_rate": "s.change_rate", "fetch_interval_s": "s.fetch_interval_s",
+                     "next_fetch_time": "s.next_fetch_time", "scheduled_round": rid},
+                    when=f"t.scheduled_round IS NULL OR t.scheduled_round != {rid}")
+    if rows is not None and rows >= files(spark, cfg, "crawldb"):
+        rewrite_merge(spark, cfg, "crawldb", plan, "url", update)
+    else:
+        merge_into(spark, cfg, "crawldb", plan, "t.url = s.url", update)
 
 
 def set_rates(spark, cfg: Config, rates) -> None:

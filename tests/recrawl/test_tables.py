@@ -286,3 +286,55 @@ def test_arrow_reads_and_writes_agree_on_both_paths(spark, cfg, monkeypatch, loc
     rows = {r.url: (r.score, r.inlink_score) for r in read(spark, cfg, "crawldb").collect()}
     assert rows == {"http://a/": (0.9, None), "http://c/": (0.3, 0.4)}
     assert _last_writer(cfg, "crawldb") == ("delta-rs" if local else "spark")
+
+
+def test_a_merge_by_one_pass_rewrite_is_the_same_as_deltas_merge(spark, tmp_path):
+    """recrawl.store.rewrite.rewrite_merge keeps MERGE's meaning: a matched row takes the first
+    clause whose condition holds (NULL is false) or is kept, Delete drops it, a source row
+    without a match is inserted by the first Insert that holds or dropped, a table row without
+    a match is kept; columns no clause sets keep their value (or NULL when inserted)."""
+    import datetime as dt
+
+    from recrawl.store.rewrite import files, rewrite_merge
+    from recrawl.store.tables import Delete, Insert, Update, merge_into
+    from tests.conftest import make_config
+
+    when = dt.datetime(2026, 11, 2, 3, 4, 5)
+    schema = TABLES["robots"].schema
+    table = [Row(host=f"h{i}", fetched_at=when, http_status=200 + i, crawl_delay=float(i),
+                 sitemaps=[f"http://h{i}/s.xml"], rules=f"rules {i}", expires_at=None)
+             for i in range(6)]
+    src_schema = "host string, code int, delay double, note string"
+    source = [("h0", 1, 9.0, "a"),    # first clause
+              ("h1", 2, None, "b"),   # first clause's condition NULL: the second clause
+              ("h2", 3, 1.0, None),   # no condition holds: kept as it is
+              ("h3", 4, 1.0, "del"),  # deleted
+              ("n1", 5, 2.0, "ins"),  # inserted
+              ("n2", 6, None, "no")]  # the Insert's condition is false: dropped
+    clauses = (Update({"http_status": "s.code", "crawl_delay": "s.delay + t.crawl_delay"},
+                      when="s.delay > 5"),
+               Delete("s.note = 'del'"),
+               Update({"rules": "concat(t.rules, '+', s.note)"}, when="s.note IS NOT NULL"),
+               Insert({"host": "s.host", "http_status": "s.code", "rules": "s.note"},
+                      when="s.delay IS NOT NULL"))
+    out = {}
+    for way in ("merge", "rewrite"):
+        cfg = make_config(tmp_path / way)
+        init_tables(spark, cfg)
+        conform(spark.createDataFrame(table, schema), "robots").coalesce(2).write \
+            .format("delta").mode("append").save(cfg.table_path("robots"))
+        src = spark.createDataFrame(source, src_schema)
+        if way == "merge":
+            merge_into(spark, cfg, "robots", src, "t.host = s.host", *clauses)
+        else:
+            assert files(spark, cfg, "robots") == 2
+            rewrite_merge(spark, cfg, "robots", src, "host", *clauses)
+        out[way] = {r.host: r.asDict() for r in read(spark, cfg, "robots").collect()}
+    assert out["rewrite"] == out["merge"]
+    got = out["rewrite"]
+    assert sorted(got) == ["h0", "h1", "h2", "h4", "h5", "n1"]
+    assert (got["h0"]["http_status"], got["h0"]["crawl_delay"]) == (1, 9.0)
+    assert got["h1"]["rules"] == "rules 1+b" and got["h1"]["http_status"] == 201
+    assert got["h2"] == {**table[2].asDict()}
+    assert got["n1"] == {"host": "n1", "fetched_at": None, "http_status": 5, "crawl_delay": None,
+                         "sitemaps": None, "rules": "ins", "expires_at": None}
