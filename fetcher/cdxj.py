@@ -11,7 +11,7 @@ Two ways to the same lines: :func:`index_lines` reads finished files back (cdxj-
 reading), and :class:`RecordIndex` hands cdxj-indexer each record as the WARC writer stores it,
 with the offset and length it was stored at. The fetch task keeps the second
 (``fetcher.warc.WarcWriter.index``): reading a round's WARCs back cost the fetch step ~18 s in
-the driver on a 96k-page round, the write-time lines cost the fetch threads ~40 us a record. A
+the driver on a 96k-page round, the write-time lines cost the fetch threads ~55 us a record. A
 test holds the two equal on the simulated web's hostile hosts.
 """
 

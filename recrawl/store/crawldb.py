@@ -213,10 +213,7 @@ def apply_round(spark, cfg: Config, source, round_id: str, now: dt.datetime,
                when="s.link_depth IS NOT NULL"),
     )
     with session_conf(spark, {"spark.sql.codegen.maxFields": "40"}):
-        if rows is not None and rows >= files(spark, cfg, "crawldb"):
-            rewrite_merge(spark, cfg, "crawldb", source, "url", *clauses)
-        else:
-            merge_into(spark, cfg, "crawldb", source, "t.url = s.url", *clauses)
+        _round_write(spark, cfg, source, rows, *clauses)
 
 
 def park_poison(spark, cfg: Config, now: dt.datetime) -> None:
@@ -248,10 +245,17 @@ def set_schedule(spark, cfg: Config, plan, round_id: str, rows: int | None = Non
     update = Update({"change_rate": "s.change_rate", "fetch_interval_s": "s.fetch_interval_s",
                      "next_fetch_time": "s.next_fetch_time", "scheduled_round": rid},
                     when=f"t.scheduled_round IS NULL OR t.scheduled_round != {rid}")
+    _round_write(spark, cfg, plan, rows, update)
+
+
+def _round_write(spark, cfg: Config, source, rows: int | None, *clauses) -> None:
+    """A round's write keyed by url: one pass over crawldb (recrawl.store.rewrite) when its
+    `rows` are at least crawldb's file count (they touch nearly every file), else a MERGE,
+    which rewrites only the files it touches."""
     if rows is not None and rows >= files(spark, cfg, "crawldb"):
-        rewrite_merge(spark, cfg, "crawldb", plan, "url", update)
+        rewrite_merge(spark, cfg, "crawldb", source, "url", *clauses)
     else:
-        merge_into(spark, cfg, "crawldb", plan, "t.url = s.url", update)
+        merge_into(spark, cfg, "crawldb", source, "t.url = s.url", *clauses)
 
 
 def set_rates(spark, cfg: Config, rates) -> None:
