@@ -130,9 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", default="", help="comma-separated steps (default: the round's)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--paths", default=",".join(PATHS),
-                    help="which paths to run (default both; one alone skips the comparison)")
+                    help="which paths to run, in this order within each step (default both, the "
+                         "separate first; one alone skips the comparison)")
     args = ap.parse_args(argv)
-    paths = [p for p in PATHS if p in args.paths.split(",")]
+    paths = list(dict.fromkeys(p.strip() for p in args.paths.split(",") if p.strip()))
+    if not paths or set(paths) - set(PATHS):
+        ap.error(f"--paths takes {' and/or '.join(PATHS)}, got {args.paths!r}")
 
     from app.cli import run_step
     from app.demo import demo_config
@@ -175,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         counts: dict[tuple[str, str], dict] = {}
         print(f"{len(urls)} URLs injected; {args.sites} sites x {args.pages} pages, delay "
               f"{args.delay} s, {args.threads} threads per fetch task")
-        print(f"{'step':10s} {'separate wall':>14s} {'CPU':>7s} {'inline wall':>12s} {'CPU':>7s}")
+        print(f"{'step':10s}" + "".join(f" {p + ' wall':>14s} {'CPU':>7s}" for p in paths))
         for step in [s for s in STEPS if not args.steps or s in args.steps.split(",")]:
             line = f"{step:10s}"
             for path, cfg in zip(paths, cfgs, strict=True):
@@ -184,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 w, c = time.perf_counter() - t0, tree_cpu() - c0
                 wall[path] += w
                 cpu[path] += c
-                line += f" {w:14.1f} {c:7.1f}" if path == "separate" else f" {w:12.1f} {c:7.1f}"
+                line += f" {w:14.1f} {c:7.1f}"
                 new = [j for j in _jobs(spark) if j[0] not in seen]
                 seen.update(j[0] for j in new)
                 by: dict[str, float] = defaultdict(float)
@@ -192,8 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                     by[_label(name)] += secs
                 stages[step, path] = by
             print(line, flush=True)
-        print(f"{'all':10s} {wall['separate']:14.1f} {cpu['separate']:7.1f} "
-              f"{wall['inline']:12.1f} {cpu['inline']:7.1f}")
+        print(f"{'all':10s}" + "".join(f" {wall[p]:14.1f} {cpu[p]:7.1f}" for p in paths))
         for path in paths:
             pages = counts["parse", path]["pages"]
             fetch = counts["fetch", path]
