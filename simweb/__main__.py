@@ -63,6 +63,8 @@ def serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     port = web.start()
+    if args.warm:
+        web.warm()
     print(
         f"simweb serving {len(web.hosts())} hosts on http://127.0.0.1:{port} "
         f"(seed {args.seed}, day {web.day})",
@@ -83,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--log", default=None, help="append the request log (JSON lines) here")
     p.add_argument("--day", type=int, default=0)
+    p.add_argument("--warm", action="store_true",
+                   help="render every page before serving (a benchmark's first crawl then does "
+                   "not pay the rendering its second gets from the cache)")
     p.add_argument(
         "--signals",
         default="accurate",

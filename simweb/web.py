@@ -18,7 +18,7 @@ from simweb.host import Host
 from simweb.response import Request, Response, not_found, text
 from simweb.server import RequestLog, SimServer
 from simweb.signals import Mix
-from simweb.site import World
+from simweb.site import NormalSite, World
 from simweb.truth import Truth
 
 CONTROL_HOST = "control.sim.test"
@@ -91,6 +91,21 @@ class SimWeb:
         )
         self._thread.start()
         return self.port
+
+    def warm(self) -> int:
+        """Render every normal site's pages for the current day now (a site caches each page's
+        body by version): a benchmark that crawls this web twice then gives its first crawl no
+        rendering work the second is spared. Only while started (bodies hold the port). Returns
+        the number of pages rendered."""
+        stop = threading.Event()
+        n = 0
+        for name, host in self.world.hosts.items():
+            if not isinstance(host, NormalSite):
+                continue
+            for path in host.pages():
+                host.respond(Request("GET", name, path, path, "", {}, self.port, self._day, stop))
+                n += 1
+        return n
 
     def stop(self) -> None:
         """Stop the server, dropping open (even hung) connections; returns within ~2 s."""

@@ -231,3 +231,27 @@ def test_cli_serve_seeds_day_and_audit(tmp_path: Path) -> None:
         timeout=30,
     )
     assert bad.returncode == 1 and "delay is 5s" in bad.stdout
+
+
+def test_warm_renders_every_page_once_and_serves_the_same_bytes() -> None:
+    """`warm` fills each normal site's body cache: what the server then sends is what a cold
+    server renders, and nothing is rendered again for a request (nor logged by the warming)."""
+    with SimWeb(seed=3, n_sites=3, pages_per_site=6) as cold, SimWeb(seed=3, n_sites=3,
+                                                                       pages_per_site=6) as warm:
+        sites = [h for h in warm.hosts() if h.startswith("site")]
+        expected = sum(len(warm.world.host(h).pages()) for h in sites)
+        assert warm.warm() == expected > 0
+        assert warm.request_log() == []
+        renders = []
+        for h in sites:
+            host = warm.world.host(h)
+            original = host._render
+            host._render = lambda *a, _o=original, **k: renders.append(a) or _o(*a, **k)
+        for h in sites:
+            for path in warm.world.host(h).pages():
+                bodies = []
+                for web in (cold, warm):
+                    c = Client(web.port)
+                    bodies.append(c.get(h, path)[2].replace(str(web.port).encode(), b"PORT"))
+                assert bodies[0] == bodies[1], (h, path)
+        assert renders == []
