@@ -15,7 +15,7 @@ Per page, the median CPU (time.process_time) of `--reps` runs of:
 * text extraction alone, per extractor: trafilatura + htmldate as the parse step calls them
   (`recrawl.content.extract.extract_main`: scripts and styles stripped first), the same without the
   stripping (the code before it), trafilatura's own fast `baseline`, resiliparse
-  (`extract_resiliparse`) and selectolax's visible text;
+  + htmldate (`extract_resiliparse`; htmldate alone too) and selectolax's visible text;
 * the whole `parse_html` with each `parse.extractor` (what the parse step pays per page);
 * SimHash (`recrawl.content.fingerprint.simhash64`) of trafilatura's text;
 
@@ -181,7 +181,10 @@ def measure(page: Page, reps: int) -> dict:
     r["x_unstripped"], unstripped = cpu_ms(lambda: trafilatura_unstripped(text, page.url), reps)
     r["same_unstripped"] = unstripped == (texts["trafilatura"], date)
     r["x_baseline"], texts["baseline"] = cpu_ms(lambda: trafilatura_baseline(text), reps)
-    r["x_resiliparse"], texts["resiliparse"] = cpu_ms(lambda: extract.extract_resiliparse(text), reps)
+    r["x_resiliparse"], (texts["resiliparse"], r_date) = cpu_ms(
+        lambda: extract.extract_resiliparse(text, page.url), reps)
+    r["same_date_resiliparse"] = r_date == date
+    r["x_date"], _ = cpu_ms(lambda: extract.find_date_only(text, page.url), reps)
     r["x_selectolax"], texts["selectolax"] = cpu_ms(lambda: visible_text(text), reps)
     for name in EXTRACTORS:
         r[f"parse_{name}"], parsed = cpu_ms(
@@ -190,7 +193,7 @@ def measure(page: Page, reps: int) -> dict:
         r[f"label_{name}"] = parsed.text_extractor
     r["simhash_ms"], _ = cpu_ms(lambda: simhash64(texts["trafilatura"]), reps)
     t0 = time.process_time()
-    limited = parse_html(page.body, None, page.url, max_extract_ms=LIMIT_MS)
+    limited = parse_html(page.body, None, page.url, extractor="trafilatura", max_extract_ms=LIMIT_MS)
     r["limited_ms"] = (time.process_time() - t0) * 1000
     r["limited_error"] = bool(limited.error and "CPU limit" in limited.error)
     ref = tokens(page.reference) if page.reference else None
@@ -220,7 +223,8 @@ def summary(rows: list[dict]) -> None:
     line("extract: the same, scripts not stripped", "x_unstripped")
     same = sum(r["same_unstripped"] for r in rows)
     line("extract: trafilatura baseline()", "x_baseline")
-    line("extract: resiliparse", "x_resiliparse")
+    line("extract: resiliparse + htmldate", "x_resiliparse")
+    line("  of which the date (htmldate)", "x_date")
     line("extract: selectolax visible text", "x_selectolax")
     for name in EXTRACTORS:
         line(f"parse_html, parse.extractor = {name}", f"parse_{name}")
@@ -230,6 +234,8 @@ def summary(rows: list[dict]) -> None:
     print(f"  pages over the {LIMIT_MS} ms limit (recorded in parse_error): {over}")
     print(f"  trafilatura + htmldate found the same text and date with and without scripts on "
           f"{same} of {len(rows)} pages")
+    print(f"  resiliparse + htmldate found trafilatura's date on "
+          f"{sum(r['same_date_resiliparse'] for r in rows)} of {len(rows)} pages")
 
     print("\nagreement with trafilatura's text, and with newspaper4k's article text "
           f"({sum('recall_trafilatura' in r for r in rows)} pages have one)")

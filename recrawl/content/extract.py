@@ -1,6 +1,7 @@
 """Main text and publication date of an HTML page, by the extractor `parse.extractor` names:
-trafilatura and htmldate (the default, tuned for throughput: the measurements are below) or
-resiliparse's main-content text (the fast path). Used by recrawl/content/parsing.py.
+resiliparse's main-content text (the default: a quarter to a tenth of trafilatura's CPU) or
+trafilatura (the closest to the article text; tuned for throughput: the measurements are
+below); with either, the date by htmldate. Used by recrawl/content/parsing.py.
 
 What each costs and how far they agree on real pages: docs/scale.md, "Parsing real-world pages".
 """
@@ -17,6 +18,10 @@ from recrawl.config import Config, ConfigError
 #: from (recrawl.content.parsing), no main-content detection; it is also what `extract_text = false`
 #: and a page trafilatura finds no text on get.
 EXTRACTORS = ("trafilatura", "resiliparse", "selectolax")
+
+#: The default `parse.extractor` (recrawl/defaults.toml) and `parsing.parse_html`'s: the round is
+#: CPU-bound on parse and its text feeds change detection and dedup (docs/design-choices.md).
+DEFAULT = "resiliparse"
 
 #: The label pages.text_extractor and crawldb.text_extractor record with each page's text: the
 #: text, content_hash and simhash of two captures are compared only under equal labels
@@ -89,7 +94,6 @@ def _quiet_extractor_logs() -> None:
 
 def extract_main(text: str, url: str) -> tuple[str | None, str | None]:
     """(main text, publication date) from trafilatura and htmldate, ``None`` when not found."""
-    from htmldate import find_date  # lazy: heavy (htmldate)
     from trafilatura import bare_extraction  # lazy: heavy (trafilatura)
     from trafilatura.utils import load_html  # lazy: heavy (trafilatura)
 
@@ -97,13 +101,29 @@ def extract_main(text: str, url: str) -> tuple[str | None, str | None]:
     tree = load_html(strip_raw_text(text))
     if tree is None:
         return None, None
-    date = None
-    try:
-        date = find_date(tree, url=url, **DATE_OPTIONS)
-    except Exception:  # htmldate bugs must not cost us the text
-        pass
+    date = _date(tree, url)
     doc = bare_extraction(tree, url=url, **TRAFILATURA_OPTIONS)
     return (doc.text or None) if doc is not None else None, date
+
+
+def _date(tree, url: str) -> str | None:
+    """htmldate's publication date from the page's lxml tree, ``None`` when not found."""
+    from htmldate import find_date  # lazy: heavy (htmldate)
+
+    try:
+        return find_date(tree, url=url, **DATE_OPTIONS)
+    except Exception:  # htmldate bugs must not cost us the text
+        return None
+
+
+def find_date_only(text: str, url: str) -> str | None:
+    """The date :func:`extract_main` finds, for the extractors that find none: htmldate on the
+    same tree (script-stripped, lxml), ~0.3 ms on a simweb page."""
+    from trafilatura.utils import load_html  # lazy: heavy (trafilatura)
+
+    _quiet_extractor_logs()
+    tree = load_html(strip_raw_text(text))
+    return None if tree is None else _date(tree, url)
 
 
 # --- what the extractors are given -------------------------------------------------------------
@@ -162,8 +182,9 @@ RESILIPARSE_OPTIONS: dict[str, Any] = {
 }
 
 
-def extract_resiliparse(text: str) -> str | None:
-    """The main text by resiliparse (its own Lexbor parse; ~1.5 ms on a median real page)."""
-    from resiliparse.extract.html2text import extract_plain_text  # lazy: optional fast path
+def extract_resiliparse(text: str, url: str) -> tuple[str | None, str | None]:
+    """(main text by resiliparse -- its own Lexbor parse, ~1.5 ms on a median real page --, the
+    publication date by htmldate as :func:`extract_main` finds it), ``None`` when not found."""
+    from resiliparse.extract.html2text import extract_plain_text  # lazy: heavy (resiliparse)
 
-    return extract_plain_text(text, **RESILIPARSE_OPTIONS).strip() or None
+    return extract_plain_text(text, **RESILIPARSE_OPTIONS).strip() or None, find_date_only(text, url)

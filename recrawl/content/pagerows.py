@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import IO, Any
 
+from recrawl.content import extract
 from recrawl.content.captures import sniff_mime
 from recrawl.content.linkfilter import filter_reason
 from recrawl.content.parsing import MAX_EXTRACT_MS, parse_html
@@ -96,7 +97,7 @@ def page_row(meta: dict[str, Any], body: bytes, ctype: str | None,
         return out
     page = parse_html(
         body, ctype, base,
-        extract_text=opts["extract_text"], extractor=opts.get("extractor", "trafilatura"),
+        extract_text=opts["extract_text"], extractor=opts.get("extractor", extract.DEFAULT),
         max_extract_ms=opts.get("max_extract_ms", MAX_EXTRACT_MS), norm_rules=opts["norm_rules"],
         filter_rules=opts["filter_rules"], max_outlinks=opts["max_outlinks"],
     )

@@ -54,15 +54,23 @@ def test_the_main_content_extractors_leave_the_menu_out_and_the_visible_text_kee
     assert "Politics" in texts["selectolax"]
 
 
-def test_only_trafilatura_finds_the_date():
+def test_both_main_text_extractors_find_the_same_date_and_the_visible_text_none():
     assert parse_html(ARTICLE.encode(), None, URL).date == "2024-05-03"
-    assert parse_html(ARTICLE.encode(), None, URL, extractor="resiliparse").date is None
+    assert parse_html(ARTICLE.encode(), None, URL, extractor="trafilatura").date == "2024-05-03"
+    assert parse_html(ARTICLE.encode(), None, URL, extractor="resiliparse").date == "2024-05-03"
+    assert parse_html(ARTICLE.encode(), None, URL, extractor="selectolax").date is None
+    undated = ARTICLE.replace('<meta property="article:published_time" content="2024-05-03T10:00:00Z">',
+                              "")
+    assert parse_html(undated.encode(), None, "https://news.example/budget").date is None
 
 
-def test_without_extraction_or_without_found_text_the_label_is_the_visible_texts(monkeypatch):
+@pytest.mark.parametrize("name,fn", [("trafilatura", "extract_main"),
+                                     ("resiliparse", "extract_resiliparse")])
+def test_without_extraction_or_without_found_text_the_label_is_the_visible_texts(monkeypatch,
+                                                                                name, fn):
     assert parse_html(ARTICLE.encode(), None, URL, extract_text=False).text_extractor == "selectolax"
-    monkeypatch.setattr(extract, "extract_main", lambda text, url: (None, None))
-    page = parse_html(ARTICLE.encode(), None, URL)
+    monkeypatch.setattr(extract, fn, lambda text, url: (None, None))
+    page = parse_html(ARTICLE.encode(), None, URL, extractor=name)
     assert "Politics" in page.text and page.text_extractor == "selectolax"
 
 
@@ -73,8 +81,8 @@ def test_an_unparsed_page_has_no_label():
 
 def test_the_config_names_the_extractor_and_refuses_an_unknown_one():
     cfg = load_config(environ={})
-    assert extract.extractor(cfg) == "trafilatura"
-    assert extract.extractor(cfg.with_overrides({"parse.extractor": "Resiliparse"})) == "resiliparse"
+    assert extract.extractor(cfg) == "resiliparse" == extract.DEFAULT
+    assert extract.extractor(cfg.with_overrides({"parse.extractor": "Trafilatura"})) == "trafilatura"
     with pytest.raises(ConfigError, match=r"parse\.extractor must be one of trafilatura, "
                                           r"resiliparse, selectolax, got 'boilerpipe'"):
         extract.extractor(cfg.with_overrides({"parse.extractor": "boilerpipe"}))
@@ -94,12 +102,14 @@ def _spin(*_args):
         pass
 
 
-def test_an_extractor_over_the_limit_is_recorded_and_the_page_keeps_the_rest(monkeypatch):
-    monkeypatch.setattr(extract, "extract_main", _spin)
+@pytest.mark.parametrize("name,fn", [("trafilatura", "extract_main"),
+                                     ("resiliparse", "extract_resiliparse")])
+def test_an_extractor_over_the_limit_is_recorded_and_the_page_keeps_the_rest(monkeypatch, name, fn):
+    monkeypatch.setattr(extract, fn, _spin)
     t0 = time.process_time()
-    page = parse_html(ARTICLE.encode(), None, URL, max_extract_ms=50)
+    page = parse_html(ARTICLE.encode(), None, URL, extractor=name, max_extract_ms=50)
     assert time.process_time() - t0 < 2
-    assert page.error == ("extract: trafilatura over the 50 ms CPU limit; the text is the "
+    assert page.error == (f"extract: {name} over the 50 ms CPU limit; the text is the "
                           "visible text")
     assert page.title == "Council approves budget" and len(page.outlinks) == 5
     assert "river bank" in page.text and page.text_extractor == "selectolax"
@@ -189,7 +199,7 @@ def test_cutting_scripts_is_linear_on_hostile_input():
         assert time.process_time() - t0 < 1.0
 
 
-@pytest.mark.parametrize("extractor", ["trafilatura", "selectolax"])
+@pytest.mark.parametrize("extractor", EXTRACTORS)
 @pytest.mark.parametrize("codec,bad", [("utf-8", "\ufffe"), ("utf-8", "\x00"),
                                        ("utf-8", "\x1b"), ("cp1252", "\x00"), ("utf-16", "\x01")])
 def test_xml_invalid_characters_are_removed_before_extraction(codec, bad, extractor):

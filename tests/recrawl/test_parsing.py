@@ -480,14 +480,16 @@ def test_shift_jis_page_declared_in_header_only():
     assert page.title == "ニュース" and "東京の天気" in page.text
 
 
-def test_extractor_crash_is_recorded_and_text_falls_back(monkeypatch):
+@pytest.mark.parametrize("name,fn", [("resiliparse", "extract_resiliparse"),
+                                     ("trafilatura", "extract_main")])
+def test_extractor_crash_is_recorded_and_text_falls_back(monkeypatch, name, fn):
     import recrawl.content.extract as extract
 
     def boom(text, url):
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(extract, "extract_main", boom)
-    page = parse_html(ARTICLE.encode(), None, PAGE_URL)
+    monkeypatch.setattr(extract, fn, boom)
+    page = parse_html(ARTICLE.encode(), None, PAGE_URL, extractor=name)
     assert page.error.startswith("extract: RecursionError")
     assert "Maßnahmenpaket" in page.text
     assert page.title and page.outlinks  # the rest is still there
@@ -529,23 +531,28 @@ def test_a_few_nul_bytes_are_tolerated():
 
 
 def _parser_inputs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The texts handed to Lexbor and to the main-text extraction, recorded as they go."""
+    """The texts handed to Lexbor and to the main-text extraction (either extractor), recorded
+    as they go."""
     import recrawl.content.extract
     import recrawl.content.parsing
 
     seen: list[str] = []
-    lexbor, extract_main = recrawl.content.parsing.LexborHTMLParser, recrawl.content.extract.extract_main
+    lexbor = recrawl.content.parsing.LexborHTMLParser
 
     def parser(text, *args, **kwargs):
         seen.append(text)
         return lexbor(text, *args, **kwargs)
 
-    def extract(text, *args, **kwargs):
-        seen.append(text)
-        return extract_main(text, *args, **kwargs)
+    def recording(original):
+        def extract(text, *args, **kwargs):
+            seen.append(text)
+            return original(text, *args, **kwargs)
+        return extract
 
     monkeypatch.setattr(recrawl.content.parsing, "LexborHTMLParser", parser)
-    monkeypatch.setattr(recrawl.content.extract, "extract_main", extract)
+    for name in ("extract_main", "extract_resiliparse"):
+        monkeypatch.setattr(recrawl.content.extract, name,
+                            recording(getattr(recrawl.content.extract, name)))
     return seen
 
 
