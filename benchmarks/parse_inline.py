@@ -41,20 +41,33 @@ PATHS = ("separate", "inline")
 class TreeCpu:
     """CPU seconds of this process and every descendant, sampled every `interval` s by a
     thread: per process (pid and start time) the most CPU it was seen with, summed over every
-    process seen. A reaped child's CPU reaches its parent's children_* counters only if that
-    parent waits for it, and the parse pools' workers and Spark's Python workers are reaped by
-    processes that may exit first: reading children_* made a step's CPU go negative. What a
-    process that lived less than `interval` spent is missed (none of these do)."""
+    process seen, and split by kind (:meth:`split`: the JVM, Spark's Python workers with the
+    parse pools under them, the simulated web's server, this driver). A reaped child's CPU
+    reaches its parent's children_* counters only if that parent waits for it, and the parse
+    pools' workers and Spark's Python workers are reaped by processes that may exit first:
+    reading children_* made a step's CPU go negative. What a process that lived less than
+    `interval` spent is missed (none of these do)."""
 
-    def __init__(self, interval: float = 0.5) -> None:
+    KINDS = ("jvm", "workers", "web", "driver")
+
+    def __init__(self, web_pid: int | None = None, interval: float = 0.5) -> None:
         import threading
 
         self._seen: dict[tuple[int, float], float] = {}
+        self._kind: dict[tuple[int, float], str] = {}
+        self._web_pid = web_pid
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._interval = interval
         self._thread = threading.Thread(target=self._run, name="tree-cpu", daemon=True)
         self._thread.start()
+
+    def _kind_of(self, p: psutil.Process, me: psutil.Process) -> str:
+        if p.pid == me.pid:
+            return "driver"
+        if p.pid == self._web_pid:
+            return "web"
+        return "jvm" if "java" in p.name() else "workers"
 
     def _sample(self) -> None:
         me = psutil.Process()
@@ -62,10 +75,12 @@ class TreeCpu:
             try:
                 with p.oneshot():
                     key, t = (p.pid, p.create_time()), p.cpu_times()
+                    kind = self._kind.get(key) or self._kind_of(p, me)
             except psutil.Error:
                 continue
             with self._lock:
                 self._seen[key] = max(self._seen.get(key, 0.0), t.user + t.system)
+                self._kind[key] = kind
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -73,19 +88,32 @@ class TreeCpu:
 
     def __call__(self) -> float:
         """CPU seconds so far (a fresh sample first)."""
+        return sum(self.split().values())
+
+    def split(self) -> dict[str, float]:
+        """CPU seconds so far by kind of process (a fresh sample first)."""
         self._sample()
+        out = dict.fromkeys(self.KINDS, 0.0)
         with self._lock:
-            return sum(self._seen.values())
+            for key, secs in self._seen.items():
+                out[self._kind[key]] += secs
+        return out
 
     def close(self) -> None:
         self._stop.set()
 
 
+def gc_seconds(spark) -> float:
+    """The driver JVM's garbage-collection time so far, every collector (JMX)."""
+    beans = spark._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()
+    return sum(b.getCollectionTime() for b in beans) / 1000
+
+
 @contextlib.contextmanager
-def served(args: argparse.Namespace, log: str) -> Iterator[int]:
+def served(args: argparse.Namespace, log: str) -> Iterator[tuple[int, int]]:
     """The simulated web, served by `simweb serve` in a process of its own (as a crawl's web is
     by other machines; in this process its threads would share the driver's GIL), its request
-    log appended to `log`: its port. Every page is rendered before the port is said (`--warm`):
+    log appended to `log`: its port and pid. Every page is rendered before the port is said (`--warm`):
     the server caches each body, and the path that fetched first used to pay all the rendering
     on the same two cores (its politeness floor, which counts response times, was 94 s against
     the second path's 57 s on the 110k round)."""
@@ -99,7 +127,7 @@ def served(args: argparse.Namespace, log: str) -> Iterator[int]:
             found = re.search(r"127\.0\.0\.1:(\d+)", line)
             if not found:
                 raise RuntimeError(f"simweb serve did not say its port: {line!r}")
-            yield int(found.group(1))
+            yield int(found.group(1)), proc.pid
         finally:
             proc.terminate()
 
@@ -157,12 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     web = SimWeb(seed=7, n_sites=args.sites, pages_per_site=args.pages)  # its world, unserved
     with (tempfile.TemporaryDirectory() as tmp,
-          served(args, f"{tmp}/requests.jsonl") as port):
+          served(args, f"{tmp}/requests.jsonl") as (port, web_pid)):
         cfgs = [demo_config(f"{tmp}/{name}", **overrides)
                 .with_overrides({"parse.inline": name == "inline"}, name) for name in paths]
         spark = get_spark(cfgs[0], "parse-inline")
         seen = {j[0] for j in _jobs(spark)}
-        tree_cpu = TreeCpu()  # sampled from here on: Spark's processes exist now
+        tree_cpu = TreeCpu(web_pid)  # sampled from here on: Spark's processes exist now
         urls = [f"http://{h}:{port}{path}" for h in web.hosts() if h.startswith("site")
                 for path in web.world.host(h).pages()]
         if args.hostile:
@@ -178,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         wall = defaultdict(float)
         cpu = defaultdict(float)
         stages: dict[tuple[str, str], dict[str, float]] = {}
+        split: dict[tuple[str, str], str] = {}
         counts: dict[tuple[str, str], dict] = {}
         print(f"{len(urls)} URLs injected; {args.sites} sites x {args.pages} pages, delay "
               f"{args.delay} s, {args.threads} threads per fetch task")
@@ -185,9 +214,13 @@ def main(argv: list[str] | None = None) -> int:
         for step in [s for s in STEPS if not args.steps or s in args.steps.split(",")]:
             line = f"{step:10s}"
             for path, cfg in zip(paths, cfgs, strict=True):
-                c0, t0 = tree_cpu(), time.perf_counter()
+                s0, g0, t0 = tree_cpu.split(), gc_seconds(spark), time.perf_counter()
                 counts[step, path] = run_step(spark, cfg, step, rid, start)
-                w, c = time.perf_counter() - t0, tree_cpu() - c0
+                w, s1 = time.perf_counter() - t0, tree_cpu.split()
+                by_kind = {k: s1[k] - s0[k] for k in s1}
+                c = sum(by_kind.values())
+                split[step, path] = " ".join(f"{k} {v:.1f}" for k, v in by_kind.items()) + \
+                    f"; JVM GC {gc_seconds(spark) - g0:.1f} s"
                 wall[path] += w
                 cpu[path] += c
                 line += f" {w:14.1f} {c:7.1f}"
@@ -210,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{fetch.get('pages_inline', 0)}; parse took {counts['parse', path].get('parsed_inline', 0)} "
                   "from the fetch")
         _audit(f"{tmp}/requests.jsonl", web, cfgs[0])
+        print("\nCPU seconds by process (the parse pools count under workers):")
+        for (step, path), text in split.items():
+            print(f"[{step} {path}] {text}")
         print(f"\nSpark job stages by wall seconds (top {args.top} per step and path):")
         for (step, path), by in stages.items():
             ranked = sorted(by.items(), key=lambda kv: -kv[1])[: args.top]
