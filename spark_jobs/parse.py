@@ -17,6 +17,7 @@ inside the fetch").
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Iterable, Iterator
 from io import BytesIO
@@ -47,6 +48,38 @@ def _opener(warc_file: str, offset: int, length: int | None, storage):
     return open_record
 
 
+class _Files:
+    """The partition's WARC files, each opened once: records come sorted by (file, offset), so
+    one handle serves a file's records in turn and is closed when the next file starts (an
+    open per record cost as much as warcio's reading of it). Records on S3 are one ranged GET
+    each (`_opener`)."""
+
+    def __init__(self, storage) -> None:
+        self.storage = storage
+        self._path: str | None = None
+        self._fh = None
+
+    def opener(self, warc_file: str, offset: int, length: int | None):
+        from fetcher.storage import is_remote  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
+
+        if not warc_file or (length and is_remote(warc_file)):
+            return _opener(warc_file, offset, length, self.storage)
+
+        def open_record():
+            if warc_file != self._path:
+                self.close()
+                self._fh, self._path = self.storage.open_read(warc_file), warc_file
+            self._fh.seek(offset)
+            return contextlib.nullcontext(self._fh)
+
+        return open_record
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+        self._fh = self._path = None
+
+
 def read_payload(warc_file: str, offset: int, max_bytes: int, *, length: int | None = None,
                  storage=None) -> tuple[bytes, str | None, dict]:
     """The HTTP payload (decoded, capped) and content type of the record at `offset`
@@ -65,12 +98,15 @@ def parse_rows(rows: Iterable[dict], opts: dict) -> Iterator[dict]:
     nested outlinks (`recrawl.content.pagerows.parse_record`, which the fetch's inline parse calls too)."""
     from fetcher.storage import Storage  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
 
-    storage = Storage(opts.get("s3"))
-    for r in sorted(rows, key=lambda x: (x["warc_file"] or "", x["warc_offset"] or 0)):
-        out = parse_record(r, _opener(r["warc_file"], r["warc_offset"], r.get("warc_length"),
-                                      storage), opts)
-        if out is not None:
-            yield out
+    files = _Files(Storage(opts.get("s3")))
+    try:
+        for r in sorted(rows, key=lambda x: (x["warc_file"] or "", x["warc_offset"] or 0)):
+            out = parse_record(r, files.opener(r["warc_file"], r["warc_offset"],
+                                               r.get("warc_length")), opts)
+            if out is not None:
+                yield out
+    finally:
+        files.close()
 
 
 def by_record_ranges(fetched, n_parts: int):

@@ -52,9 +52,14 @@ def payload_hash(body: bytes) -> str:
     return hashlib.sha1(body).hexdigest()
 
 
+def _fold(text: str) -> str:
+    """NFKC, case-folded: what both `text_hash` and the SimHash's shingles read."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
 def normalize_text(text: str) -> str:
     """NFKC, case-folded, whitespace-collapsed text: the form `text_hash` digests."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+    return " ".join(_fold(text).split())
 
 
 def text_hash(text: str) -> str:
@@ -63,7 +68,21 @@ def text_hash(text: str) -> str:
     Like Nutch's TextMD5Signature: hashing extracted text rather than bytes makes pages that
     differ only in markup, whitespace or letter case exact duplicates.
     """
-    return hashlib.sha1(normalize_text(text).encode("utf-8")).hexdigest()
+    return _sha1_of_folded(_fold(text))
+
+
+def _sha1_of_folded(folded: str) -> str:
+    return hashlib.sha1(" ".join(folded.split()).encode("utf-8")).hexdigest()
+
+
+def text_fingerprints(text: str | None, shingle: int = 3) -> tuple[str | None, int | None]:
+    """(`text_hash`, `simhash64`) of `text`, the pair every parsed page gets, with its NFKC and
+    case folding done once for both; (None, None) for an empty text."""
+    if not text:
+        return None, None
+    folded = _fold(text)
+    feats = _shingles_of_folded(folded, shingle)
+    return _sha1_of_folded(folded), (to_signed64(simhash_value(feats)) if feats else None)
 
 
 # --- SimHash --------------------------------------------------------------------------------
@@ -98,10 +117,14 @@ def shingles(text: str, shingle: int = 3) -> Counter[str]:
     w-grams are joined from zipped slices: the per-word loop in Python cost a third of a
     simweb page's parse (benchmarks/fingerprint_cost.py).
     """
+    return _shingles_of_folded(_fold(text), shingle)
+
+
+def _shingles_of_folded(folded: str, shingle: int) -> Counter[str]:
     if shingle < 1:
         raise ValueError(f"shingle must be at least 1, got {shingle!r}")
     feats: Counter[str] = Counter()
-    parts = _CJK_RUN_RE.split(unicodedata.normalize("NFKC", text).casefold())
+    parts = _CJK_RUN_RE.split(folded)
     for i, part in enumerate(parts):
         if i % 2:  # split's captured group: a CJK run
             if len(part) <= CJK_NGRAM:
@@ -122,6 +145,14 @@ def shingles(text: str, shingle: int = 3) -> Counter[str]:
 
 
 MAX_FEATURE_WEIGHT = 255
+
+try:
+    # CPython's own MD5 (HACL*), the same digest: on a feature of a few words it costs less than
+    # half of OpenSSL's through hashlib (84 against 179 us for a simweb page's 344 features),
+    # whose per-call set-up dominates such short inputs. A build without it uses hashlib's.
+    from _md5 import md5 as _md5
+except ImportError:  # pragma: no cover - CPython builds it unless told not to
+    _md5 = hashlib.md5
 
 
 def simhash64(text: str | None, shingle: int = 3) -> int | None:
@@ -149,8 +180,8 @@ def simhash_value(feats: Mapping[str, int]) -> int:
     dominant without the overflow, and keeps the two computations equal."""
     import numpy as np  # lazy: heavy (numpy)
 
-    md5 = hashlib.md5
-    digests = np.frombuffer(b"".join([md5(f.encode("utf-8")).digest() for f in feats]),
+    md5 = _md5
+    digests = np.frombuffer(b"".join([md5(f.encode()).digest() for f in feats]),
                             dtype=np.uint8).reshape(-1, 16)
     bits = np.unpackbits(digests[:, 16 - BITS // 8:], axis=1)  # the low 64 bits, MSB first
     weights = np.minimum(np.fromiter(feats.values(), dtype=np.int64, count=len(feats)),

@@ -81,7 +81,7 @@ def _link(url: str, anchor: str, kind: str) -> dict[str, Any]:
 def page_row(meta: dict[str, Any], body: bytes, ctype: str | None,
              opts: dict[str, Any]) -> dict[str, Any]:
     """bytes + headers + url -> the `pages` row, outlinks nested under `links`."""
-    from recrawl.content.fingerprint import simhash64, text_hash  # lazy: heavy (simhash, numpy)
+    from recrawl.content.fingerprint import text_fingerprints  # lazy: heavy (simhash, numpy)
 
     out = _base(meta)
     out["mime_detected"] = sniff_mime(body)
@@ -102,11 +102,11 @@ def page_row(meta: dict[str, Any], body: bytes, ctype: str | None,
         filter_rules=opts["filter_rules"], max_outlinks=opts["max_outlinks"],
     )
     text = page.text or ""
+    content_hash, simhash = text_fingerprints(text)
     out.update(
         title=page.title, lang=page.lang, text=text, text_len=len(text), date=page.date,
         canonical_url=page.canonical_url, parse_error=page.error, charset=page.encoding,
-        content_hash=text_hash(text) if text else None,
-        simhash=simhash64(text) if text else None, text_extractor=page.text_extractor,
+        content_hash=content_hash, simhash=simhash, text_extractor=page.text_extractor,
     )
     links = [] if page.meta_robots_nofollow else page.outlinks
     out["links"] = [_link(o.url, o.anchor, o.kind) for o in links]

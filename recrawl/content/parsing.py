@@ -27,6 +27,7 @@ from recrawl.content import extract
 from recrawl.content.charset import decode_html
 from recrawl.content.cpu_limit import CpuLimitExceeded, cpu_limit
 from recrawl.content.linkfilter import DEFAULT_FILTER_RULES, LinkFilterRules, filter_reason
+from recrawl.content.linkmemo import base_scope, memo_for, reference_key, remember
 from recrawl.content.urlnorm import DEFAULT_RULES, NormalizeRules, try_normalize
 
 __all__ = [
@@ -393,6 +394,9 @@ class _Outlinks:
         # href -> (normalized target, kept by the filter): a third of a real page's hrefs
         # repeat one before them (menus, teasers), and normalizing is most of the links' CPU
         self._resolved: dict[str, tuple[str | None, bool]] = {}
+        # and across the pages this process parses (recrawl.content.linkmemo)
+        self._memo = memo_for(opts.norm_rules, opts.filter_rules)
+        self._scope = base_scope(base)
         # browsers percent-encode non-ASCII in an href's query with the page's encoding
         self._query_encoding = None if encoding.startswith("utf") else encoding
 
@@ -419,6 +423,15 @@ class _Outlinks:
         return target
 
     def _resolve(self, href: str) -> tuple[str | None, bool]:
+        key = reference_key(href, self._scope)
+        if key is not None and (known := self._memo.get(key)) is not None:
+            return known
+        found = self._resolve_now(href)
+        if key is not None:
+            remember(self._memo, key, found)
+        return found
+
+    def _resolve_now(self, href: str) -> tuple[str | None, bool]:
         if self._query_encoding and not href.isascii() and "?" in href:
             href = _encode_query(href, self._query_encoding)
         target, _ = try_normalize(href, self._base, self._opts.norm_rules)

@@ -269,7 +269,7 @@ def _fix_special_scheme(url: str, base: str | None) -> str:
 
 
 @lru_cache(maxsize=256)
-def _split_base(base: str) -> tuple[str, str, str, str]:
+def split_base(base: str) -> tuple[str, str, str, str]:
     """(scheme, netloc, path, query) of a base URL; cached because every link of a page shares
     one base."""
     scheme, netloc, path, query, _ = urlsplit(_fix_special_scheme(_clean_input(base), None))
@@ -284,7 +284,7 @@ def _resolve(ref: str, base: str) -> str:
     hundred links per page.
     """
     try:
-        b_scheme, b_netloc, b_path, b_query = _split_base(base)
+        b_scheme, b_netloc, b_path, b_query = split_base(base)
     except ValueError:
         raise InvalidURL("unparseable base", base) from None
     if not b_scheme or not b_netloc:

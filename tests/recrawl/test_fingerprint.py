@@ -327,3 +327,12 @@ def test_simhash_value_equals_the_simhash_package():
     heavy = {"x": 1000, "y": 3}  # capped to 255 on both sides of the comparison
     assert simhash_value(heavy) == Simhash({"x": 255, "y": 3}, f=64).value
     assert to_unsigned64(simhash64(ARTICLE)) == Simhash(shingles(ARTICLE), f=64).value
+
+
+def test_text_fingerprints_are_text_hash_and_simhash64_with_one_folding():
+    from recrawl.content.fingerprint import text_fingerprints
+
+    for text in (ARTICLE, "ＡＢＣ Straße İstanbul ﬁne", "网络爬虫设计 Apache Nutch 是一个网络爬虫",
+                 "   ", "...", "Hi there", "x\u0130\u0307 \u1e9b\u0323 K\u212a"):
+        assert text_fingerprints(text) == (text_hash(text), simhash64(text)), repr(text)
+    assert text_fingerprints("") == (None, None) and text_fingerprints(None) == (None, None)

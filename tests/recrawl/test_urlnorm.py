@@ -407,12 +407,12 @@ def test_normalize_is_fast_enough():
     compiled once."""
     from recrawl.content import urlnorm
 
-    urlnorm._split_base.cache_clear()
+    urlnorm.split_base.cache_clear()
     urlnorm._glob_matcher.cache_clear()
     urls = [f"/news/{i}.html?utm_source=x&b=2&a={i}" for i in range(2000)]
     out = [normalize_url(u, "https://news.example/section/page.html") for u in urls]
     assert out[7] == "https://news.example/news/7.html?a=7&b=2"
-    assert urlnorm._split_base.cache_info().misses == 1
+    assert urlnorm.split_base.cache_info().misses == 1
     assert urlnorm._glob_matcher.cache_info().misses == 2  # tracking and session parameters
 
 

@@ -80,6 +80,36 @@ def test_records_become_pages_with_text_fingerprints_and_filtered_outlinks(tmp_p
         ("http://a.test/s2", "sitemap", "http://a.test:80")]
 
 
+def test_each_warc_file_is_opened_once_and_a_missing_one_costs_only_its_rows(tmp_path, monkeypatch):
+    from fetcher.storage import Storage
+
+    cfg = make_config(tmp_path / "home")
+    opts = {"max_bytes": 1 << 20, "extract_text": True, "norm_rules": norm_rules(cfg),
+            "filter_rules": filter_rules(cfg), "max_outlinks": 100, "max_sitemap_urls": 100}
+    files = [tmp_path / f"r{i}.warc.gz" for i in range(3)]
+    offsets = [_write(f) for f in files]
+    files.append(tmp_path / "gone.warc.gz")
+    offsets.append(offsets[0])
+    rows = [{"round_id": "r1", "url": f"{url}?f={i}", "final_url": url, "content_type": None,
+             "warc_file": str(f), "warc_offset": off, "payload_digest": f"d{i}"}
+            for url in offsets[0] for i, (f, offs) in enumerate(zip(files, offsets, strict=True))
+            for off in [offs[url]]]
+    opened = []
+    real = Storage.open_read
+    monkeypatch.setattr(Storage, "open_read", lambda self, uri: opened.append(uri) or real(self, uri))
+
+    out = {r["url"]: r for r in parse_rows(rows, opts)}
+
+    # rows interleaved, one open per file; the missing one is tried again for each of its rows
+    assert sorted(opened) == sorted([str(f) for f in files[:3]] + [str(files[3])] * len(offsets[0]))
+    for i in range(3):
+        page = out[f"http://a.test/a?f={i}"]
+        assert page["parse_error"] is None and "tide tables" in page["text"]
+        assert out[f"http://a.test/sitemap.xml?f={i}"]["outlink_count"] == 2
+    for url in ("http://a.test/a", "http://a.test/nf", "http://a.test/sitemap.xml"):
+        assert out[f"{url}?f=3"]["parse_error"].startswith("warc: FileNotFoundError")
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("cap", [10000, 0], ids=["delta-rs", "spark"])
 def test_links_keep_each_pages_latest_outlinks_only(spark, tmp_path, cap):
