@@ -10,7 +10,8 @@ round's steps then run on two crawl homes in one Spark session, step by step alt
 same machine load for both): the separate path (`parse.inline = false`: the parse step reads
 the WARCs) and the inline one (the default). Per step and path: wall seconds, CPU seconds of
 the whole process tree (this driver, its JVM, the Python workers and the parse pools'
-processes: `TreeCpu`, psutil samples) and the Spark job stages that cost the most wall time
+processes: `TreeCpu`, psutil samples; then split by process, with the JVM's GC seconds) and
+the Spark job stages that cost the most wall time
 (`recrawl.sparkenv.joblabels.stage` names them). Last, pages per second of the steps run
 (`--steps`, default the whole round; updatedb and schedule read the same tables on both paths,
 so on a loaded machine `--steps generate,fetch,parse,dedup` keeps a run under five minutes),
