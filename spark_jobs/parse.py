@@ -55,14 +55,15 @@ class _Files:
     each (`_opener`)."""
 
     def __init__(self, storage) -> None:
+        from fetcher.storage import is_remote  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
+
         self.storage = storage
+        self._is_remote = is_remote
         self._path: str | None = None
         self._fh = None
 
     def opener(self, warc_file: str, offset: int, length: int | None):
-        from fetcher.storage import is_remote  # lazy: heavy (fetcher: warcio, urllib3, fsspec)
-
-        if not warc_file or (length and is_remote(warc_file)):
+        if not warc_file or (length and self._is_remote(warc_file)):
             return _opener(warc_file, offset, length, self.storage)
 
         def open_record():

@@ -17,6 +17,7 @@ from typing import IO, Any
 from recrawl.content import extract
 from recrawl.content.captures import sniff_mime
 from recrawl.content.linkfilter import filter_reason
+from recrawl.content.linkmemo import link_host_key
 from recrawl.content.parsing import MAX_EXTRACT_MS, parse_html
 from recrawl.content.sitemaps import is_sitemap, sitemap_locs
 from recrawl.content.urlnorm import host_key_or_none, try_normalize
@@ -73,32 +74,9 @@ def _base(meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_HOST_KEYS: dict[str, str | None] = {}  # "scheme://authority" -> its host key
-
-
-def _host_key(url: str) -> str | None:
-    """`host_key_or_none(url)`, remembered by the URL's scheme and authority: a page's links
-    point at a few hosts. Only a plain http(s) URL (what the normalizer gives) is looked up by
-    its prefix, as its host key reads nothing after it."""
-    start = 7 if url.startswith("http://") else 8 if url.startswith("https://") else 0
-    if (start and len(url) > start and url[start] not in "/\\" and url[-1] > " "
-            and "\t" not in url and "\n" not in url and "\r" not in url):
-        end = url.find("/", start)
-        prefix = url if end < 0 else url[:end]
-        if prefix[-1] <= " ":  # cut there, it would be stripped as the whole URL's end is not
-            return host_key_or_none(url)
-        found = _HOST_KEYS.get(prefix)
-        if found is None:
-            if len(_HOST_KEYS) >= 100_000:
-                _HOST_KEYS.clear()
-            found = _HOST_KEYS[prefix] = host_key_or_none(prefix)
-        return found
-    return host_key_or_none(url)
-
-
 def _link(url: str, anchor: str, kind: str) -> dict[str, Any]:
     """A `links` row's part a page holds: target, anchor, kind and the target's host key."""
-    return {"dst_url": url, "anchor": anchor, "kind": kind, "dst_host": _host_key(url)}
+    return {"dst_url": url, "anchor": anchor, "kind": kind, "dst_host": link_host_key(url)}
 
 
 def page_row(meta: dict[str, Any], body: bytes, ctype: str | None,

@@ -7,9 +7,9 @@ import itertools
 
 from recrawl.content import linkmemo
 from recrawl.content.linkfilter import DEFAULT_FILTER_RULES, filter_reason
-from recrawl.content.linkmemo import base_scope, memo_for, reference_key, remember
+from recrawl.content.linkmemo import base_scope, link_host_key, memo_for, reference_key, remember
 from recrawl.content.parsing import parse_html
-from recrawl.content.urlnorm import DEFAULT_RULES, try_normalize
+from recrawl.content.urlnorm import DEFAULT_RULES, host_key_or_none, try_normalize
 
 HREFS = [
     "", "#f", "?q=1", "x", "x.html", "./x", "../x", "../../../../x", "/x/../y", "/p/./q/",
@@ -89,3 +89,17 @@ def test_parsing_with_the_memo_warm_gives_what_parsing_cold_gives():
         cold.append(parse_html(body, "text/html; charset=utf-8", base).outlinks)
     assert warm == cold
     assert sum(len(o) for o in warm) > 4 * len(pages)
+
+
+def test_host_keys_remembered_by_authority_are_the_host_keys():
+    urls = ["http://a.test/x", "http://a.test/y?z", "https://a.test/x", "http://a.test:8080/",
+            "http://A.TEST/x", "http://a.test", "http://a.test?q=/x", "http://a.test#f/x",
+            "http://a.test\\evil/x", "http://a.test?q\\x/y", "http://user@a.test/x",
+            "http://[::1]:81/x", "http://bücher.test/x", "http://a.test:99999/x", "http://",
+            "http:///x", "http://a.test /x", "http://a.test/x ", "mailto:a@b.test", "ftp://a.test/",
+            "http://a\t.test/x", "HTTP://a.test/x", "http://xn--bcher-kva.test/x", "http://a..test/",
+            "http://a.test%20/x", "http://a.test:/x", "http://a.test./x", "http://a.test\x00/x",
+            "https:// a.test/x", "http://a.test\x7f/x", "http://[::1/x", "http://a.test:8o/x"]
+    for _ in range(2):  # the second time from the memo
+        for url in urls:
+            assert link_host_key(url) == host_key_or_none(url), url

@@ -218,19 +218,3 @@ def test_a_bad_niceness_is_refused_by_the_driver(tmp_path, bad):
     with pytest.raises(ConfigError, match="parse.inline_nice must be int"):  # the config's check
         demo_config(tmp_path / "home").with_overrides({"parse.inline_nice": "low"})
 
-
-def test_host_keys_remembered_by_authority_are_the_host_keys():
-    from recrawl.content.pagerows import _host_key
-    from recrawl.content.urlnorm import host_key_or_none
-
-    urls = ["http://a.test/x", "http://a.test/y?z", "https://a.test/x", "http://a.test:8080/",
-            "http://A.TEST/x", "http://a.test", "http://a.test?q=/x", "http://a.test#f/x",
-            "http://a.test\\evil/x", "http://a.test?q\\x/y", "http://user@a.test/x",
-            "http://[::1]:81/x", "http://bücher.test/x", "http://a.test:99999/x", "http://",
-            "http:///x", "http://a.test /x", "http://a.test/x ", "mailto:a@b.test", "ftp://a.test/",
-            "http://a\t.test/x", "HTTP://a.test/x", "http://xn--bcher-kva.test/x", "http://a..test/",
-            "http://a.test%20/x", "http://a.test:/x", "http://a.test./x", "http://a.test\x00/x",
-            "https:// a.test/x", "http://a.test\x7f/x", "http://[::1/x", "http://a.test:8o/x"]
-    for _ in range(2):  # the second time from the memo
-        for url in urls:
-            assert _host_key(url) == host_key_or_none(url), url
